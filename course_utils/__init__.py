@@ -1,0 +1,30 @@
+"""Small helpers that every notebook of the course calls.
+
+Importing this package first is what lets a notebook run on a machine without a GPU: `device`
+switches Triton to its interpreter before any kernel is defined. One module per concern:
+
+- `device`: where code runs, problem sizes for that device, the provenance report.
+- `peaks`: spec-sheet peak bandwidth and FLOP/s of common GPUs.
+- `timing`: `benchmark`, the one timer the course uses (CUDA events on a GPU, a CPU clock otherwise).
+- `tuning`: `autotune`, a `triton.autotune` that also works in the interpreter.
+- `sweeps`: providers x sizes -> a pandas DataFrame; saved results with provenance.
+- `plots`: throughput, bars and roofline plots in one style.
+- `checks`: compare a function with a PyTorch reference over awkward cases.
+
+Lesson-specific helpers (profiling, CUDA builds, kernel inspection) live in their own modules and
+are imported from there.
+"""
+
+from course_utils.device import DEVICE, HAS_CUDA, INTERPRET, environment, pick_size, print_environment
+from course_utils.peaks import DevicePeaks, device_peaks, lookup_peaks
+from course_utils.timing import BenchmarkResult, benchmark
+from course_utils.checks import Case, CheckReport, awkward_cases, check
+from course_utils.sweeps import sweep
+
+__all__ = [
+    "DEVICE", "HAS_CUDA", "INTERPRET", "environment", "pick_size", "print_environment",
+    "DevicePeaks", "device_peaks", "lookup_peaks",
+    "BenchmarkResult", "benchmark",
+    "Case", "CheckReport", "awkward_cases", "check",
+    "sweep",
+]

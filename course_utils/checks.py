@@ -1,0 +1,169 @@
+"""Compare a function with a PyTorch reference over awkward cases, and say which case failed.
+
+A kernel that is right on a 4096-element vector is often wrong on 4097 elements, on one element,
+or on a strided view. `awkward_cases` builds those inputs; `check` runs both functions on each
+case and returns a `CheckReport` that a notebook prints and an exercise asserts on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+import torch
+
+from course_utils.device import require_device
+
+# (rtol, atol) by dtype, as in torch.testing.assert_close for elementwise results.
+DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+}
+
+#: 1-D lengths that catch the usual mistakes with a block of 1024: one element, fewer than a
+#: block, one less / more than a block, a prime, and a large size that is not a multiple of it.
+AWKWARD_LENGTHS: tuple[int, ...] = (1, 7, 1000, 1023, 1024, 1025, 4099, 98_433)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One named input: ``make_inputs()`` returns the positional arguments for both functions."""
+
+    name: str
+    make_inputs: Callable[[], tuple[Any, ...]]
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    name: str
+    passed: bool
+    max_abs_err: float
+    max_rel_err: float
+    message: str = ""
+
+
+@dataclass
+class CheckReport:
+    """The outcome of `check`: one `CaseResult` per case."""
+
+    results: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.results) and all(r.passed for r in self.results)
+
+    @property
+    def failures(self) -> list[CaseResult]:
+        return [r for r in self.results if not r.passed]
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([r.__dict__ for r in self.results])
+
+    def summary(self) -> str:
+        """One line that is the same on every machine (nbval can compare it)."""
+        if self.passed:
+            return f"all {len(self.results)} cases passed"
+        names = ", ".join(r.name for r in self.failures)
+        return f"{len(self.failures)} of {len(self.results)} cases FAILED: {names}"
+
+    def __str__(self) -> str:
+        lines = [self.summary()]
+        for r in self.failures:
+            lines.append(f"  {r.name}: max abs err {r.max_abs_err:.3g}, max rel err {r.max_rel_err:.3g}"
+                         + (f" ({r.message})" if r.message else ""))
+        return "\n".join(lines)
+
+    def raise_if_failed(self) -> None:
+        if not self.passed:
+            raise AssertionError(str(self))
+
+
+def make_tensor(shape: Sequence[int], dtype: torch.dtype = torch.float32, *, contiguous: bool = True,
+                device: str | torch.device | None = None, generator: torch.Generator | None = None
+                ) -> torch.Tensor:
+    """Random normal tensor; ``contiguous=False`` gives a view with a stride of 2 in the last dim."""
+    on = require_device(device)
+    shape = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"shape must not have negative sizes, got {shape}")
+    full = shape if contiguous else (*shape[:-1], 2 * shape[-1]) if shape else shape
+    x = torch.randn(full, generator=generator, dtype=torch.float32).to(dtype=dtype, device=on)
+    return x if contiguous or not shape else x[..., ::2]
+
+
+def awkward_cases(shapes: Sequence[int | Sequence[int]] = AWKWARD_LENGTHS, *,
+                  dtypes: Sequence[torch.dtype] = (torch.float32,), n_inputs: int = 1,
+                  non_contiguous: bool = True, device: str | torch.device | None = None,
+                  seed: int = 0) -> list[Case]:
+    """Cases of ``n_inputs`` random tensors for every shape x dtype, plus strided views.
+
+    Inputs are generated lazily and from a fixed seed, so a failing case is reproducible by name.
+    """
+    if n_inputs < 1:
+        raise ValueError(f"n_inputs must be >= 1, got {n_inputs}")
+    on = require_device(device)
+    layouts = (True, False) if non_contiguous else (True,)
+    cases = []
+    for raw in shapes:
+        shape = (raw,) if isinstance(raw, int) else tuple(raw)
+        for dtype in dtypes:
+            for contiguous in layouts:
+                def make(shape=shape, dtype=dtype, contiguous=contiguous) -> tuple[torch.Tensor, ...]:
+                    gen = torch.Generator().manual_seed(seed)
+                    return tuple(make_tensor(shape, dtype, contiguous=contiguous, device=on, generator=gen)
+                                 for _ in range(n_inputs))
+                dims = "x".join(map(str, shape))
+                label = str(dtype).replace("torch.", "")
+                cases.append(Case(f"{dims} {label}{'' if contiguous else ' strided'}", make))
+    return cases
+
+
+def _compare(out: Any, expected: Any, rtol: float | None, atol: float | None) -> tuple[bool, float, float, str]:
+    if not isinstance(out, torch.Tensor):
+        return False, float("nan"), float("nan"), f"returned {type(out).__name__}, expected a tensor"
+    if out.shape != expected.shape:
+        return False, float("nan"), float("nan"), f"shape {tuple(out.shape)} != {tuple(expected.shape)}"
+    if out.dtype != expected.dtype:
+        return False, float("nan"), float("nan"), f"dtype {out.dtype} != {expected.dtype}"
+    default_rtol, default_atol = DEFAULT_TOLERANCES.get(expected.dtype, (0.0, 0.0))
+    rtol = default_rtol if rtol is None else rtol
+    atol = default_atol if atol is None else atol
+    a, b = out.detach().float().cpu(), expected.detach().float().cpu()
+    if a.numel() == 0:
+        return True, 0.0, 0.0, ""
+    diff = (a - b).abs()
+    max_abs = float(torch.nan_to_num(diff, nan=float("inf")).max())
+    max_rel = float((diff / b.abs().clamp_min(1e-12)).max())
+    ok = bool(torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
+    return ok, max_abs, max_rel, "" if ok else f"rtol={rtol:g}, atol={atol:g}"
+
+
+def check(fn: Callable[..., Any], reference: Callable[..., Any], cases: Sequence[Case], *,
+          rtol: float | None = None, atol: float | None = None) -> CheckReport:
+    """Run ``fn`` and ``reference`` on every case and compare their outputs.
+
+    A case whose ``fn`` raises is recorded as a failure with the exception's message, so one bad
+    case does not hide the others. Tolerances default to `DEFAULT_TOLERANCES` by output dtype.
+    """
+    if not callable(fn) or not callable(reference):
+        raise TypeError("fn and reference must both be callable")
+    if not cases:
+        raise ValueError("check needs at least one Case")
+    report = CheckReport()
+    for case in cases:
+        if not isinstance(case, Case):
+            raise TypeError(f"cases must be Case objects, got {type(case).__name__}")
+        inputs = case.make_inputs()
+        expected = reference(*inputs)
+        try:
+            out = fn(*inputs)
+        except Exception as err:  # noqa: BLE001 - reported per case, by design
+            report.results.append(CaseResult(case.name, False, float("nan"), float("nan"),
+                                             f"{type(err).__name__}: {err}"))
+            continue
+        ok, max_abs, max_rel, message = _compare(out, expected, rtol, atol)
+        report.results.append(CaseResult(case.name, ok, max_abs, max_rel, message))
+    return report

@@ -1,0 +1,114 @@
+"""Throughput-vs-size, bar and roofline plots in one style, drawn from `sweep` DataFrames.
+
+Every function takes an optional ``ax`` and returns the Axes, so a notebook can combine plots.
+Nothing here picks a matplotlib backend: notebooks render inline and headless runs use Agg.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+
+from course_utils.peaks import DevicePeaks
+
+STYLE = {"figure.figsize": (7.5, 4.2), "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False,
+         "axes.spines.right": False, "font.size": 10, "legend.frameon": False}
+
+_METRICS = {"gbps": "GB/s", "tflops": "TFLOP/s", "median_ms": "time (ms)",
+            "pct_peak_bandwidth": "% of peak bandwidth", "pct_peak_flops": "% of peak FLOP/s"}
+
+
+def _axes(ax: Axes | None) -> Axes:
+    if ax is not None:
+        return ax
+    with plt.rc_context(STYLE):
+        _, ax = plt.subplots()
+    return ax
+
+
+def _providers(frame: pd.DataFrame, providers: Sequence[str] | None) -> list[str]:
+    known = list(dict.fromkeys(frame["provider"]))
+    if providers is None:
+        return known
+    unknown = [p for p in providers if p not in known]
+    if unknown:
+        raise ValueError(f"unknown provider(s) {unknown}; the frame has {known}")
+    return list(providers)
+
+
+def plot_throughput(frame: pd.DataFrame, metric: str = "gbps", *, peak: float | None = None,
+                    peak_label: str = "peak", providers: Sequence[str] | None = None,
+                    title: str = "", xlabel: str = "size", logx: bool = True,
+                    ax: Axes | None = None) -> Axes:
+    """One line per provider of ``metric`` against size, with a dashed line at ``peak``."""
+    if metric not in _METRICS:
+        raise ValueError(f"metric must be one of {list(_METRICS)}, got {metric!r}")
+    ax = _axes(ax)
+    with plt.rc_context(STYLE):
+        for name in _providers(frame, providers):
+            rows = frame[frame["provider"] == name].sort_values("size")
+            ax.plot(rows["size"], rows[metric], marker="o", markersize=3, label=name)
+        if peak is not None:
+            ax.axhline(peak, color="black", linestyle="--", linewidth=1)
+            ax.annotate(f"{peak_label}: {peak:,.0f}", (0.01, peak), xycoords=("axes fraction", "data"),
+                        va="bottom", fontsize=9)
+        if logx:
+            ax.set_xscale("log", base=2)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(_METRICS[metric])
+        ax.set_title(title)
+        ax.legend()
+    return ax
+
+
+def plot_bars(values: Mapping[str, float], *, ylabel: str, title: str = "",
+              reference: float | None = None, reference_label: str = "", ax: Axes | None = None) -> Axes:
+    """A labelled bar per entry of ``values`` (for example rungs of a ladder -> TFLOP/s)."""
+    if not values:
+        raise ValueError("values must not be empty")
+    ax = _axes(ax)
+    with plt.rc_context(STYLE):
+        names, heights = list(values), [float(v) for v in values.values()]
+        bars = ax.bar(names, heights, color="tab:blue")
+        ax.bar_label(bars, labels=[f"{h:,.3g}" for h in heights], fontsize=8)
+        if reference is not None:
+            ax.axhline(reference, color="black", linestyle="--", linewidth=1, label=reference_label or None)
+            if reference_label:
+                ax.legend()
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.tick_params(axis="x", labelrotation=30)
+    return ax
+
+
+def plot_roofline(points: Mapping[str, tuple[float, float]], peaks: DevicePeaks, *,
+                  peak_tflops: float | None = None, title: str = "", ax: Axes | None = None) -> Axes:
+    """Roofline: attainable TFLOP/s against arithmetic intensity (FLOP/byte), with each point.
+
+    ``points`` maps a label to (FLOP per byte of DRAM traffic, achieved TFLOP/s). The compute roof is
+    ``peak_tflops`` (default: the fp16 tensor-core peak); the slope is the memory bandwidth.
+    """
+    roof = peaks.fp16_tflops if peak_tflops is None else peak_tflops
+    bandwidth_tbps = peaks.bandwidth_gbps / 1e3
+    ax = _axes(ax)
+    with plt.rc_context(STYLE):
+        intensities = [p[0] for p in points.values()] or [1.0]
+        lo = min(min(intensities) / 4, 0.05)
+        hi = max(max(intensities) * 4, 4 * roof / bandwidth_tbps)
+        x = np.logspace(np.log10(lo), np.log10(hi), 200)
+        ax.plot(x, np.minimum(roof, bandwidth_tbps * x), color="black", linewidth=1.5,
+                label=f"{peaks.name}: {peaks.bandwidth_gbps:,.0f} GB/s, {roof:,.0f} TFLOP/s")
+        for label, (intensity, tflops) in points.items():
+            ax.scatter([intensity], [tflops], zorder=3)
+            ax.annotate(label, (intensity, tflops), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+        ax.set_ylabel("TFLOP/s")
+        ax.set_title(title)
+        ax.legend(loc="lower right")
+    return ax

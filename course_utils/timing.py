@@ -1,0 +1,164 @@
+"""`benchmark`: the one way the course times code.
+
+On a GPU it follows the same recipe as ``triton.testing.do_bench`` (warm-up, CUDA events around
+each call, the L2 cache flushed in between), so the two agree; on a CPU the same call uses
+``time.perf_counter`` and returns the same result type, so notebook cells need no branches.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from course_utils.device import require_device
+from course_utils.peaks import DevicePeaks, device_peaks
+
+#: Bytes written between repetitions to evict the L2 cache: larger than any GPU's L2 (H100: 50 MB).
+L2_FLUSH_BYTES = 256 * 2**20
+
+_AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    """Timing of one function; throughputs are None where bytes or FLOPs were not given."""
+
+    median_ms: float
+    q20_ms: float
+    q80_ms: float
+    mean_ms: float
+    reps: int
+    timer: str  # "cuda-events" or "cpu-perf-counter"
+    bytes_moved: int | None = None
+    flops: int | None = None
+    gbps: float | None = None
+    tflops: float | None = None
+    pct_peak_bandwidth: float | None = None
+    pct_peak_flops: float | None = None
+
+    def __str__(self) -> str:
+        parts = [f"{self.median_ms:.4f} ms (q20 {self.q20_ms:.4f}, q80 {self.q80_ms:.4f}, "
+                 f"{self.reps} reps, {self.timer})"]
+        if self.gbps is not None:
+            pct = f", {self.pct_peak_bandwidth:.0f}% of peak" if self.pct_peak_bandwidth is not None else ""
+            parts.append(f"{self.gbps:,.1f} GB/s{pct}")
+        if self.tflops is not None:
+            pct = f", {self.pct_peak_flops:.0f}% of peak" if self.pct_peak_flops is not None else ""
+            parts.append(f"{self.tflops:,.2f} TFLOP/s{pct}")
+        return " | ".join(parts)
+
+
+def _check_count(name: str, value: int | float | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of {name.split('_')[0]}, got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+
+
+def _time_cuda(fn: Callable[[], Any], warmup_ms: float, rep_ms: float, flush_l2: bool,
+               max_reps: int) -> list[float]:
+    fn()
+    torch.cuda.synchronize()
+    cache = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        if flush_l2:
+            cache.zero_()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    estimate_ms = max(start.elapsed_time(end) / 5, 1e-6)
+    n_warmup = max(1, int(warmup_ms / estimate_ms))
+    n_reps = min(max_reps, max(1, int(rep_ms / estimate_ms)))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_reps)]
+    for _ in range(n_warmup):
+        fn()
+    for i in range(n_reps):
+        if flush_l2:
+            cache.zero_()  # a kernel on the same stream, so it finishes before the start event
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+
+def _time_cpu(fn: Callable[[], Any], warmup_ms: float, rep_ms: float, max_reps: int) -> list[float]:
+    t0 = time.perf_counter()
+    fn()
+    estimate_ms = max((time.perf_counter() - t0) * 1e3, 1e-6)
+    for _ in range(min(max(0, int(warmup_ms / estimate_ms)), max_reps)):
+        fn()
+    n_reps = min(max_reps, max(1, int(rep_ms / estimate_ms)))
+    times = []
+    for _ in range(n_reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def _quantile(sorted_times: list[float], q: float) -> float:
+    pos = q * (len(sorted_times) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_times) - 1)
+    return sorted_times[lo] + (sorted_times[hi] - sorted_times[lo]) * (pos - lo)
+
+
+def benchmark(fn: Callable[[], Any], *, bytes_moved: int | None = None, flops: int | None = None,
+              dtype: torch.dtype = torch.float16, tf32: bool = False,
+              warmup_ms: float = 25.0, rep_ms: float = 100.0, flush_l2: bool = True,
+              max_reps: int = 10_000, device: str | torch.device | None = None,
+              peaks: DevicePeaks | None | str = _AUTO) -> BenchmarkResult:
+    """Time ``fn()`` and report median, quantiles and (optionally) throughput.
+
+    Args:
+        fn: a function of no arguments that launches the work (for example ``lambda: x + y``).
+        bytes_moved: bytes read plus bytes written by one call; gives GB/s and % of peak bandwidth.
+        flops: floating-point operations of one call; gives TFLOP/s and % of peak FLOP/s.
+        dtype, tf32: which peak FLOP/s ``flops`` is compared with (see `DevicePeaks.tflops_for`).
+        warmup_ms, rep_ms: time spent warming up and measuring (the number of calls follows).
+        flush_l2: write a 256 MiB buffer before each call so it starts with a cold L2 (GPU only).
+        device: 'cuda' or 'cpu'; default is the course's `DEVICE`.
+        peaks: the device's peaks; "auto" looks them up, None leaves the % fields empty.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable (a function of no arguments), got {type(fn).__name__}")
+    _check_count("bytes_moved", bytes_moved)
+    _check_count("flops", flops)
+    if warmup_ms < 0 or rep_ms <= 0:
+        raise ValueError(f"warmup_ms must be >= 0 and rep_ms > 0, got {warmup_ms} and {rep_ms}")
+    if max_reps < 1:
+        raise ValueError(f"max_reps must be >= 1, got {max_reps}")
+    on = require_device(device)
+    if on.type == "cuda":
+        times, timer = _time_cuda(fn, warmup_ms, rep_ms, flush_l2, max_reps), "cuda-events"
+        if peaks == _AUTO:
+            peaks = device_peaks()
+    else:
+        times, timer = _time_cpu(fn, warmup_ms, rep_ms, max_reps), "cpu-perf-counter"
+        if peaks == _AUTO:
+            peaks = None  # no spec sheet for CPUs: the % columns stay empty
+    if peaks is not None and not isinstance(peaks, DevicePeaks):
+        raise TypeError(f"peaks must be a DevicePeaks, None or 'auto', got {peaks!r}")
+    ordered = sorted(times)
+    median = statistics.median(ordered)
+    seconds = median / 1e3
+    gbps = bytes_moved / seconds / 1e9 if bytes_moved is not None and seconds > 0 else None
+    tflops = flops / seconds / 1e12 if flops is not None and seconds > 0 else None
+    return BenchmarkResult(
+        median_ms=median, q20_ms=_quantile(ordered, 0.2), q80_ms=_quantile(ordered, 0.8),
+        mean_ms=statistics.fmean(ordered), reps=len(ordered), timer=timer,
+        bytes_moved=bytes_moved, flops=flops, gbps=gbps, tflops=tflops,
+        pct_peak_bandwidth=100 * gbps / peaks.bandwidth_gbps if (gbps is not None and peaks) else None,
+        pct_peak_flops=(100 * tflops / peaks.tflops_for(dtype, tf32=tf32)
+                        if (tflops is not None and peaks) else None),
+    )

@@ -1,0 +1,117 @@
+import json
+
+import matplotlib
+import pandas as pd
+import pytest
+import torch
+
+matplotlib.use("Agg")
+
+import course_utils as cu  # noqa: E402
+from course_utils import plots  # noqa: E402
+from course_utils.checks import make_tensor  # noqa: E402
+from course_utils.figures import BEGIN, END, main as figures_main  # noqa: E402
+from course_utils.sweeps import Headline, load_results, save_results  # noqa: E402
+
+
+def test_awkward_cases_cover_shapes_dtypes_and_strides():
+    cases = cu.awkward_cases((1, 1025, (3, 17)), dtypes=(torch.float32, torch.float16), n_inputs=2)
+    assert len(cases) == 3 * 2 * 2
+    names = [c.name for c in cases]
+    assert "1 float32" in names and "1025 float16 strided" in names and "3x17 float32 strided" in names
+    x, y = cases[-1].make_inputs()
+    assert x.shape == (3, 17) and not x.is_contiguous() and y.dtype == torch.float16
+    assert torch.equal(cases[0].make_inputs()[0], cases[0].make_inputs()[0])  # reproducible
+
+
+def test_check_passes_a_correct_function():
+    report = cu.check(lambda a, b: a + b, torch.add, cu.awkward_cases(n_inputs=2))
+    assert report.passed and report.summary().startswith("all 16 cases passed")
+
+
+def test_check_names_the_case_that_failed_and_by_how_much():
+    def off_by_one_at_1025(x):  # wrong only past one block of 1024, as a missing mask would be
+        out = x * 2
+        if x.numel() > 1024:
+            out[1024:] = 0
+        return out
+
+    report = cu.check(off_by_one_at_1025, lambda x: x * 2, cu.awkward_cases((1000, 1025)))
+    assert not report.passed
+    assert [r.name for r in report.failures] == ["1025 float32", "1025 float32 strided"]
+    assert report.failures[0].max_abs_err > 0
+    with pytest.raises(AssertionError, match="1025 float32"):
+        report.raise_if_failed()
+
+
+def test_check_records_exceptions_shape_and_dtype_mismatches():
+    cases = cu.awkward_cases((4,), non_contiguous=False)
+    assert "ValueError" in cu.check(lambda x: (_ for _ in ()).throw(ValueError("boom")), torch.neg,
+                                    cases).failures[0].message
+    assert "shape" in cu.check(lambda x: x[:2], torch.neg, cases).failures[0].message
+    assert "dtype" in cu.check(lambda x: x.half(), lambda x: x, cases).failures[0].message
+    with pytest.raises(TypeError):
+        cu.check("not callable", torch.neg, cases)
+    with pytest.raises(ValueError):
+        cu.check(torch.neg, torch.neg, [])
+
+
+def test_make_tensor_rejects_negative_shapes():
+    with pytest.raises(ValueError):
+        make_tensor((-1,))
+
+
+def test_sweep_returns_a_row_per_provider_and_size():
+    providers = {
+        "mul": lambda n: (lambda x=torch.randn(n): x * x),
+        "square": lambda n: (lambda x=torch.randn(n): torch.square(x)),
+    }
+    frame = cu.sweep(providers, [64, 128], bytes_moved=lambda n: 8 * n, device="cpu", rep_ms=2)
+    assert len(frame) == 4 and set(frame["provider"]) == {"mul", "square"}
+    assert (frame["gbps"] > 0).all()
+
+
+@pytest.mark.parametrize("providers, sizes, error", [
+    ({}, [1], TypeError),
+    ({"x": 3}, [1], TypeError),
+    ({"x": lambda n: (lambda: None)}, [], ValueError),
+    ({"x": lambda n: (lambda: None)}, [0], ValueError),
+])
+def test_sweep_rejects_bad_input(providers, sizes, error):
+    with pytest.raises(error):
+        cu.sweep(providers, sizes)
+
+
+def test_save_results_and_regenerate_the_readme_table(tmp_path):
+    frame = pd.DataFrame({"provider": ["a"], "size": [1], "gbps": [2.0]})
+    path = save_results("01_demo", frame, [Headline("01", "copy", 2900.0, "GB/s", "torch", 2950.0)],
+                        results_dir=tmp_path)
+    env, records, headlines = load_results(path)
+    assert env["torch"] == torch.__version__ and records["gbps"].tolist() == [2.0]
+    assert headlines[0].ratio == pytest.approx(2900 / 2950)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{BEGIN}\nold\n{END}\nrest\n")
+    args = ["--results", str(tmp_path), "--device", path.parent.name, "--readme", str(readme)]
+    assert figures_main(args + ["--check"]) == 1
+    assert figures_main(args) == 0
+    text = readme.read_text()
+    assert "| 01 | copy | 2,900 GB/s | torch: 2,950 GB/s | 0.98x |" in text and "old" not in text
+    assert figures_main(args + ["--check"]) == 0
+    with pytest.raises(ValueError):
+        save_results("bad name/..", frame, results_dir=tmp_path)
+    json.loads(path.read_text())
+
+
+def test_plots_draw_and_reject_unknown_providers():
+    frame = pd.DataFrame({"provider": ["a", "a", "b", "b"], "size": [1, 2, 1, 2],
+                          "gbps": [1.0, 2.0, 1.5, 2.5]})
+    ax = plots.plot_throughput(frame, "gbps", peak=3.0)
+    assert len(ax.get_lines()) == 3  # two providers and the peak line
+    with pytest.raises(ValueError, match="unknown provider"):
+        plots.plot_throughput(frame, providers=["c"])
+    with pytest.raises(ValueError):
+        plots.plot_throughput(frame, metric="speed")
+    assert len(plots.plot_bars({"naive": 1.0, "tiled": 3.0}, ylabel="TFLOP/s").patches) == 2
+    peaks = cu.lookup_peaks("NVIDIA H100 80GB HBM3")
+    ax = plots.plot_roofline({"add": (1 / 12, 0.25), "matmul": (1000.0, 700.0)}, peaks)
+    assert len(ax.collections) == 2

@@ -1,0 +1,102 @@
+import time
+
+import pytest
+import torch
+
+import course_utils as cu
+from course_utils.tuning import autotune, cpu_do_bench
+
+
+def test_cpu_benchmark_measures_a_sleep():
+    result = cu.benchmark(lambda: time.sleep(0.002), device="cpu", warmup_ms=0, rep_ms=20)
+    assert result.timer == "cpu-perf-counter"
+    assert 1.9 <= result.median_ms < 20
+    assert result.q20_ms <= result.median_ms <= result.q80_ms
+    assert result.gbps is None and result.tflops is None
+
+
+def test_throughput_follows_from_bytes_and_flops():
+    r = cu.benchmark(lambda: time.sleep(0.001), bytes_moved=10**9, flops=10**12, device="cpu", rep_ms=10)
+    assert r.gbps == pytest.approx(1e9 / (r.median_ms / 1e3) / 1e9)
+    assert r.tflops == pytest.approx(1.0 / (r.median_ms / 1e3))
+    assert "GB/s" in str(r) and "TFLOP/s" in str(r)
+
+
+def test_percent_of_peak_uses_given_peaks():
+    peaks = cu.DevicePeaks("fake", bandwidth_gbps=1.0, fp32_tflops=1.0, tf32_tflops=None, fp16_tflops=2.0)
+    r = cu.benchmark(lambda: time.sleep(0.001), bytes_moved=10**6, flops=10**9, device="cpu",
+                     rep_ms=10, peaks=peaks, dtype=torch.float16)
+    assert r.pct_peak_bandwidth == pytest.approx(100 * r.gbps / 1.0)
+    assert r.pct_peak_flops == pytest.approx(100 * r.tflops / 2.0)
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"fn": 3}, TypeError),
+    ({"bytes_moved": -1}, ValueError),
+    ({"flops": -5}, ValueError),
+    ({"bytes_moved": "10"}, TypeError),
+    ({"rep_ms": 0}, ValueError),
+    ({"device": "tpu"}, ValueError),
+    ({"peaks": "fast"}, TypeError),
+])
+def test_benchmark_rejects_bad_input(kwargs, error):
+    fn = kwargs.pop("fn", lambda: None)
+    with pytest.raises(error):
+        cu.benchmark(fn, device=kwargs.pop("device", "cpu"), **kwargs)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given when there is no GPU")
+def test_benchmark_on_cuda_without_gpu_is_a_clear_error():
+    with pytest.raises(ValueError, match="no CUDA GPU"):
+        cu.benchmark(lambda: None, device="cuda")
+
+
+def test_cpu_do_bench_returns_one_value_per_quantile():
+    assert len(cpu_do_bench(lambda: None, quantiles=(0.5, 0.2, 0.8))) == 3
+    assert isinstance(cpu_do_bench(lambda: None), float)
+
+
+def test_autotune_picks_a_config_and_computes_correctly():
+    import triton
+    import triton.language as tl
+
+    @autotune([triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"])
+    @triton.jit
+    def scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out_ptr + offs, 2 * tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+    x = torch.randn(300, device=cu.DEVICE)
+    out = torch.empty_like(x)
+    scale[lambda meta: (triton.cdiv(300, meta["BLOCK"]),)](x, out, 300)
+    assert torch.equal(out, 2 * x)
+    assert scale.best_config.kwargs["BLOCK"] in (64, 128)
+    with pytest.raises(ValueError):
+        autotune([], key=["n"])
+
+
+# The course's timer must agree with Triton's on the reference GPU: same recipe, same numbers.
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", ["copy", "add", "softmax", "matmul"])
+def test_benchmark_agrees_with_do_bench(op):
+    import triton.testing
+
+    if op == "copy":
+        a = torch.empty(2**28, device="cuda")
+        b = torch.empty_like(a)
+        fn = lambda: b.copy_(a)  # noqa: E731
+    elif op == "add":
+        a, b = torch.randn(2**28, device="cuda"), torch.randn(2**28, device="cuda")
+        fn = lambda: a + b  # noqa: E731
+    elif op == "softmax":
+        a = torch.randn(4096, 8192, device="cuda")
+        fn = lambda: torch.softmax(a, dim=-1)  # noqa: E731
+    else:
+        a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+        fn = lambda: a @ a  # noqa: E731
+    ours = cu.benchmark(fn).median_ms
+    theirs = triton.testing.do_bench(fn, return_mode="median")
+    ratio = ours / theirs
+    print(f"AGREEMENT {op}: course_utils {ours:.4f} ms, do_bench {theirs:.4f} ms, ratio {ratio:.4f}")
+    assert abs(ratio - 1) < 0.05
