@@ -1,0 +1,203 @@
+"""course_utils.cuda_build on the CPU: hashing, rebuild on edit, recovery after a failed build,
+missing tools, and compile-only checks of CUDA sources with nvcc.
+
+C++ builds cost ~20 s each on two cores, so the whole file builds three extensions (one good, one
+broken, one edited) and shares the first through a module-scoped fixture.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from course_utils import cuda_build as cb
+from course_utils import device
+
+SQUARE_CPP = r"""
+torch::Tensor square_rows(torch::Tensor m) {
+    TORCH_CHECK(m.dim() == 2, "square_rows: expected a 2-D tensor, got ", m.dim(), " dims");
+    auto out = torch::empty_like(m);
+    const float* in = m.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < m.numel(); ++i) o[i] = in[i] * in[i] + OFFSET;
+    return out;
+}
+"""
+GOOD = SQUARE_CPP.replace("OFFSET", "0.0f")
+EDITED = SQUARE_CPP.replace("OFFSET", "1.0f")
+BROKEN = SQUARE_CPP.replace("OFFSET", "undeclared_offset")
+
+SQUARE_KERNEL = r"""
+__global__ void square_kernel(const float* in, float* out, int rows, int cols) {
+    int r = blockIdx.y * blockDim.y + threadIdx.y;
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < rows && c < cols) out[r * cols + c] = in[r * cols + c] * in[r * cols + c];
+}
+"""
+CUDA_WRAPPER = r"""
+torch::Tensor square_cuda(torch::Tensor m) {
+    auto out = torch::empty_like(m);
+    dim3 block(16, 16);
+    dim3 grid((m.size(1) + 15) / 16, (m.size(0) + 15) / 16);
+    square_kernel<<<grid, block>>>(m.data_ptr<float>(), out.data_ptr<float>(), m.size(0), m.size(1));
+    cudaError_t err = cudaGetLastError();
+    TORCH_CHECK(err == cudaSuccess, "launch failed: ", cudaGetErrorString(err));
+    return out;
+}
+"""
+
+needs_cxx = pytest.mark.skipif(shutil.which("c++") is None or cb.find_ninja() is None,
+                               reason="needs a C++ compiler and ninja")
+needs_nvcc = pytest.mark.skipif(cb.find_nvcc() is None, reason="needs nvcc")
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory):
+    """A fresh cache folder, so every run really builds (no artefacts from an earlier run)."""
+    folder = tmp_path_factory.mktemp("course_cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(device, "CACHE_DIR", folder)
+        yield folder
+
+
+@pytest.fixture(scope="module")
+def good_ext(cache_dir: Path):
+    return cb.build_extension("cb_test", GOOD, functions=["square_rows"])
+
+
+# ------------------------------------------------------------------------- names and flags
+def test_name_depends_on_sources_and_flags():
+    base = cb.extension_name("k", GOOD, None, ["square_rows"], ["-O3"])
+    assert base == cb.extension_name("k", GOOD, None, ["square_rows"], ["-O3"])
+    assert base.startswith("k_") and len(base) == len("k_") + 12
+    assert base != cb.extension_name("k", EDITED, None, ["square_rows"], ["-O3"])
+    assert base != cb.extension_name("k", GOOD, None, ["square_rows"], ["-O2"])
+    assert base != cb.extension_name("k", GOOD, "__global__ void f() {}", ["square_rows"], ["-O3"])
+    with pytest.raises(ValueError, match="identifier"):
+        cb.extension_name("my-kernel", GOOD)
+
+
+def test_flags_merge_and_override():
+    defaults = cb.default_cuda_cflags("sm_90")
+    assert defaults == ["-O3", "-lineinfo", "-gencode=arch=compute_90,code=sm_90"]
+    assert cb._merge(defaults, ["--use_fast_math"]) == defaults + ["--use_fast_math"]
+    assert cb._merge(defaults, ["-O1"]) == ["-lineinfo", "-gencode=arch=compute_90,code=sm_90", "-O1"]
+    assert cb._merge(defaults, ["-arch=sm_80"]) == ["-O3", "-lineinfo", "-arch=sm_80"]
+    assert cb._merge(defaults, ["-G"]) == ["-gencode=arch=compute_90,code=sm_90", "-G"]
+    assert cb._merge(cb.default_cflags(), None) == ["-O3"]
+
+
+def test_first_error_line_skips_commands():
+    log = ("[1/2] c++ -MMD -Werror=foo -c main.cpp -o main.o\nFAILED: main.o\n"
+           "c++ -MMD -c main.cpp -o main.o\nmain.cpp: In function 'f':\n"
+           "main.cpp:7:52: error: 'x' was not declared in this scope\n")
+    assert cb.first_error_line(log) == "main.cpp:7:52: error: 'x' was not declared in this scope"
+    assert cb.first_error_line('k.cu(5): error: identifier "inn" is undefined') == 'k.cu(5): error: identifier "inn" is undefined'
+
+
+# ------------------------------------------------------------------------------- builds
+@needs_cxx
+def test_build_runs_and_is_cached(good_ext, cache_dir: Path):
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    torch.testing.assert_close(good_ext.square_rows(x), x * x)
+    assert good_ext.__name__.startswith("cb_test_")
+    assert (cache_dir / "extensions" / good_ext.__name__).is_dir()
+    assert cb.build_extension("cb_test", GOOD, functions=["square_rows"]) is good_ext
+    with pytest.raises(RuntimeError, match="expected a 2-D tensor"):
+        good_ext.square_rows(torch.ones(3))
+
+
+@needs_cxx
+def test_failed_build_then_edit_rebuilds(good_ext):
+    with pytest.raises(cb.BuildError) as info:
+        cb.build_extension("cb_test", BROKEN, functions=["square_rows"])
+    first = str(info.value).splitlines()[0]
+    assert "error" in first and "undeclared_offset" in first and first.startswith("main.cpp:"), first
+    assert "Full compiler log" in str(info.value) and "undeclared_offset" in info.value.log
+    # the fixed (edited) source is a new module with its own name, and it runs the new code
+    fixed = cb.build_extension("cb_test", EDITED, functions=["square_rows"])
+    assert fixed.__name__ != good_ext.__name__
+    x = torch.arange(4, dtype=torch.float32).reshape(2, 2)
+    torch.testing.assert_close(fixed.square_rows(x), x * x + 1)
+    torch.testing.assert_close(good_ext.square_rows(x), x * x)
+
+
+# ------------------------------------------------------------------------ missing tools
+@pytest.fixture
+def no_tools(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setattr(shutil, "which", lambda *args, **kwargs: None)
+    monkeypatch.setattr(cb, "_ninja_from_package", lambda: None)
+    monkeypatch.setattr(cb, "DEFAULT_CUDA_HOME", str(tmp_path / "no_cuda"))
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setattr(device, "CACHE_DIR", tmp_path)
+
+
+def test_missing_cxx_is_a_clear_error(no_tools):
+    with pytest.raises(cb.ToolchainError, match="No C\\+\\+ compiler found"):
+        cb.build_extension("cb_missing", "int f() { return 1; }", functions=["f"])
+
+
+def test_missing_ninja_is_a_clear_error(no_tools, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: "/usr/bin/c++" if name == "c++" else None)
+    with pytest.raises(cb.ToolchainError, match="pip install ninja"):
+        cb.build_extension("cb_missing", "int f() { return 2; }", functions=["f"])
+
+
+def test_missing_nvcc_is_a_clear_error(no_tools):
+    with pytest.raises(cb.ToolchainError, match="nvcc"):
+        cb.compile_cuda(SQUARE_KERNEL)
+    report = cb.toolchain_report()
+    assert report["nvcc"] is None and report["ninja"] is None and report["c++"] is None
+
+
+def test_cuda_sources_without_cuda_points_to_the_cpu_path(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(cb.ToolchainError, match="C\\+\\+ twin.*compile_cuda"):
+        cb.build_extension("cb_cuda", "torch::Tensor square_cuda(torch::Tensor m);",
+                           SQUARE_KERNEL + CUDA_WRAPPER, ["square_cuda"])
+
+
+# ------------------------------------------------------------------------- compile only
+@needs_nvcc
+def test_compile_cuda_good_and_broken(cache_dir: Path):
+    ptx = cb.compile_cuda(SQUARE_KERNEL)
+    assert ".entry" in ptx and "square_kernel" in ptx and ".target sm_90" in ptx
+    assert cb.compile_cuda(SQUARE_KERNEL) == ptx  # cached
+    cubin = cb.compile_cuda(SQUARE_KERNEL, output="cubin", arch="sm_80")
+    assert Path(cubin).is_file() and Path(cubin).stat().st_size > 0
+    with pytest.raises(cb.BuildError) as info:
+        cb.compile_cuda(SQUARE_KERNEL.replace("in[r * cols + c] *", "inn[r * cols + c] *"))
+    first = str(info.value).splitlines()[0]
+    assert "error" in first and '"inn"' in first, first
+    with pytest.raises(ValueError, match="output"):
+        cb.compile_cuda(SQUARE_KERNEL, output="sass")
+
+
+@needs_nvcc
+def test_compile_cuda_with_torch_wrapper(cache_dir: Path):
+    """A load_inline-style source (torch::Tensor, c10/cuda headers) compiles without a GPU too."""
+    source = "#include <c10/cuda/CUDAException.h>\n" + SQUARE_KERNEL + CUDA_WRAPPER
+    ptx = cb.compile_cuda(source)
+    assert "square_kernel" in ptx
+
+
+def test_toolchain_report_keys():
+    report = cb.toolchain_report()
+    assert {"c++", "ninja", "nvcc", "nvcc_version", "cuda_available", "arch"} <= set(report)
+
+
+# ------------------------------------------------------------------------------- on a GPU
+@pytest.mark.gpu
+def test_cuda_extension_builds_and_runs(cache_dir: Path):
+    ext = cb.build_extension("cb_cuda", "torch::Tensor square_cuda(torch::Tensor m);",
+                             SQUARE_KERNEL + CUDA_WRAPPER, ["square_cuda"])
+    x = torch.randn(37, 70, device="cuda")
+    torch.testing.assert_close(ext.square_cuda(x), x * x)
+    with pytest.raises(cb.BuildError) as info:
+        cb.build_extension("cb_cuda", "torch::Tensor square_cuda(torch::Tensor m);",
+                           SQUARE_KERNEL.replace("out[r", "outt[r") + CUDA_WRAPPER, ["square_cuda"])
+    assert str(info.value).startswith("cuda.cu(") and "outt" in str(info.value).splitlines()[0]
