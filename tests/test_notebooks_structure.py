@@ -1,0 +1,56 @@
+"""Every notebook keeps the course's promises: Colab badge and set-up cell, a provenance cell, and
+committed outputs that come from the reference GPU run (not from a CPU run)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+COLAB_MARKER = 'if "google.colab" in sys.modules:'
+
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def _source(cell: dict) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def _text_outputs(cell: dict) -> str:
+    parts = []
+    for out in cell.get("outputs", []):
+        parts.append("".join(out.get("text", "")))
+        parts.append("".join(out.get("data", {}).get("text/plain", "")))
+    return "".join(parts)
+
+
+def test_there_are_notebooks():
+    assert len(NOTEBOOKS) >= 1
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_opens_with_badge_colab_cell_and_provenance(path):
+    cells = _cells(path)
+    assert cells[0]["cell_type"] == "markdown" and _source(cells[0]).startswith(f"# {path.stem[:2]}. ")
+    assert f"notebooks/{path.name}" in _source(cells[0]), "the Colab badge must point at this notebook"
+    assert COLAB_MARKER in _source(cells[1]), "cell 2 is the Colab set-up cell"
+    assert "import course_utils as cu" in _source(cells[2]) and "cu.print_environment()" in _source(cells[2])
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_committed_outputs_come_from_the_reference_gpu(path):
+    provenance = _text_outputs(_cells(path)[2])
+    assert "H100" in provenance, f"{path.name}: commit the outputs of its H100 run (bash .gpu/on-gpu.sh execute)"
+    assert "triton_mode" in provenance and "compiled" in provenance
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_cell_is_skipped_or_left_failing(path):
+    for cell in _cells(path):
+        if cell["cell_type"] != "code":
+            continue
+        assert "NBVAL_SKIP" not in _source(cell), "never skip silently: say what ran instead"
+        assert not any(o.get("output_type") == "error" for o in cell.get("outputs", [])), \
+            f"{path.name} has a cell that failed in its committed run: {_source(cell)[:80]!r}"
