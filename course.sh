@@ -18,6 +18,9 @@ mode=${1:-}; shift || true
 case "$mode" in
   lab)  setup; exec "$venv/bin/python" -m jupyter lab notebooks/ "$@" ;;
   test) setup
+        # Notebooks run in parallel, one per core: one BLAS/OpenMP thread each avoids oversubscription,
+        # which made small CPU matmuls tens of times slower.
+        export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
         # One worker per core, one notebook per worker (--dist loadfile); GPU-marked tests skip here.
         exec "$venv/bin/python" -m pytest -p no:cacheprovider -n "${COURSE_WORKERS:-auto}" --dist loadfile \
              --nbval-lax --nbval-cell-timeout=900 tests notebooks "$@" ;;
