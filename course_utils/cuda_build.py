@@ -294,8 +294,7 @@ def build_extension(name: str, cpp_sources: str, cuda_sources: str | None = None
     _require_cxx()
     _require_ninja()
     if cuda_sources is not None:
-        nvcc = _require_nvcc()
-        os.environ.setdefault("CUDA_HOME", str(Path(nvcc).resolve().parent.parent))
+        _require_nvcc()
 
     from torch.utils.cpp_extension import load_inline
 
