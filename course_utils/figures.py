@@ -28,17 +28,24 @@ def figures_table(results_dir: Path, device: str) -> str:
     paths = sorted((results_dir / device).glob("*.json"))
     if not paths:
         raise FileNotFoundError(f"no saved results in {results_dir / device}")
-    rows = []
+    rows, machines = [], set()
     for path in paths:
         env, _, headlines = load_results(path)
+        machine = f"{env['gpu']}, torch {env['torch']}, triton {env['triton']}"
+        machines.add(machine)
         for h in headlines:
             baseline = f"{h.baseline}: {_fmt(h.baseline_value)} {h.unit}" if h.baseline_value else "-"
             ratio = f"{h.ratio:.2f}x" if h.ratio else "-"
-            rows.append((h.notebook, h.what, f"{_fmt(h.value)} {h.unit}", baseline, ratio,
-                         f"{env['gpu']}, torch {env['torch']}, triton {env['triton']}"))
-    rows.sort(key=lambda r: r[0])
-    header = "| notebook | what | figure | baseline (same run) | ratio | measured on |\n|---|---|---|---|---|---|"
-    return header + "\n" + "\n".join("| " + " | ".join(r) + " |" for r in rows)
+            rows.append([h.notebook[:2], h.what, f"{_fmt(h.value)} {h.unit}", baseline, ratio, machine])
+    rows.sort(key=lambda r: r[0])  # stable: a notebook's rows keep the order it saved them in
+    header = ["notebook", "what", "figure", "baseline (same run)", "ratio", "measured on"]
+    if len(machines) == 1:  # say it once rather than on every row
+        header, rows = header[:-1], [r[:-1] for r in rows]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    if len(machines) == 1:
+        lines = [f"Measured on {machines.pop()}.", ""] + lines
+    return "\n".join(lines)
 
 
 def update_readme(readme: Path, table: str) -> str:
