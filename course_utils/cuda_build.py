@@ -24,12 +24,21 @@ include ``torch/...`` or ``c10/...`` headers): for those it adds what ``load_inl
 ``torch/types.h``, ``cuda.h`` and ``cuda_runtime.h`` includes) and torch's include paths. Kernel-only
 sources compile in about a second; sources that pull in torch headers take several seconds more.
 
+`host_compiler` picks the C++ compiler. Once per machine, a tiny extension whose ``TORCH_CHECK``
+fails with a formatted number is built with ``$CXX`` (else ``c++``) and run in a child process. If
+that crashes instead of raising ``RuntimeError``, each installed ``g++-N`` is tried, newest first. On the reference H100 image the default GCC 13.3 builds extensions whose failing
+``TORCH_CHECK(cond, "got ", n)`` kills Python with a segmentation fault, while ``g++-12`` raises
+cleanly. A wrapper's error path must give a Python error, not a crash, so the compiler is chosen
+by that behaviour rather than by its version. The verdict is cached in the cache folder.
+
 `toolchain_report` says which compilers were found, with their versions.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -47,7 +56,7 @@ import torch
 from course_utils import device
 
 __all__ = [
-    "BuildError", "ToolchainError", "build_extension", "compile_cuda", "toolchain_report",
+    "BuildError", "ToolchainError", "build_extension", "compile_cuda", "toolchain_report", "host_compiler",
     "current_arch", "default_cflags", "default_cuda_cflags", "extension_name", "first_error_line",
     "extensions_dir",
 ]
@@ -82,9 +91,107 @@ def _which(program: str) -> str | None:
     return shutil.which(program)
 
 
+_PROBE_CPP = r"""
+torch::Tensor probe(torch::Tensor x) {
+    TORCH_CHECK(x.dim() == 2, "probe: expected a 2-D tensor, got ", x.dim(), "-D");
+    return x;
+}
+"""
+
+_PROBE_RUN = """
+import sys, torch
+from torch.utils.cpp_extension import load_inline
+module = load_inline(name=sys.argv[1], cpp_sources=sys.argv[2], functions=["probe"],
+                     build_directory=sys.argv[3], extra_cflags=sys.argv[4:])
+try:
+    module.probe(torch.ones(3))
+except RuntimeError as err:
+    print("raised:", str(err).splitlines()[0])
+"""
+
+
+def raises_cleanly(cxx: str, build_root: Path | None = None) -> bool:
+    """Whether an extension built by ``cxx`` turns a failing, formatted ``TORCH_CHECK`` into a
+    Python ``RuntimeError``. Runs in a child process, since the failure being tested is a crash."""
+    _require_ninja()
+    tag = hashlib.sha256(f"{cxx}|{torch.__version__}".encode()).hexdigest()[:10]
+    build_dir = (build_root or Path(device.CACHE_DIR) / "compiler_probe") / tag
+    build_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run([sys.executable, "-c", _PROBE_RUN, f"cxx_probe_{tag}", _PROBE_CPP, str(build_dir),
+                               *default_cflags()],  # the flags real builds use
+                              capture_output=True, text=True, timeout=600, env={**os.environ, "CXX": cxx})
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0 and "raised: probe: expected a 2-D tensor, got 1-D" in done.stdout
+
+
+def _gxx_candidates() -> list[str]:
+    """``g++-N`` compilers on PATH, newest first."""
+    found = {}
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        for path in Path(folder or ".").glob("g++-[0-9]*"):
+            match = re.fullmatch(r"g\+\+-(\d+)", path.name)
+            if match and os.access(path, os.X_OK):
+                found.setdefault(int(match.group(1)), str(path))
+    return [found[v] for v in sorted(found, reverse=True)]
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_choice() -> tuple[str | None, str]:
+    """(the C++ compiler to build extensions with, why it was chosen); see `host_compiler`."""
+    requested = os.environ.get("CXX") or "c++"
+    first = _which(requested)
+    if first is None:
+        return None, f"{requested!r} is not on PATH"
+    verdict_file = Path(device.CACHE_DIR) / "compiler_probe" / "verdict.json"
+    key = f"{os.path.realpath(first)}|{_version(first)}|{torch.__version__}"
+    try:
+        verdict = json.loads(verdict_file.read_text())
+        if verdict.get("key") == key and _which(verdict.get("cxx", "")):
+            return verdict["cxx"], verdict["note"]
+    except (OSError, ValueError, KeyError):
+        pass
+    if find_ninja() is None:  # cannot build the probe; the build itself will say ninja is missing
+        return first, f"{requested} (not probed: no ninja)"
+    chosen, note = first, f"{requested}: its extensions raise Python errors"
+    if not raises_cleanly(first):
+        tried = {os.path.realpath(first)}
+        fallback = None
+        for candidate in [*_gxx_candidates(), _which("c++")]:
+            if candidate and os.path.realpath(candidate) not in tried:
+                tried.add(os.path.realpath(candidate))
+                if raises_cleanly(candidate):
+                    fallback = candidate
+                    break
+        if fallback is None:
+            note = f"{requested}: its extensions crash on a failing TORCH_CHECK, and no g++-N does better"
+            warnings.warn(f"extensions built by {first} crash when a TORCH_CHECK fails, and no other compiler "
+                          "on PATH does better: wrappers' errors will kill the process. Point $CXX at a "
+                          "compiler that matches your torch build.", RuntimeWarning, stacklevel=2)
+        else:
+            chosen = fallback
+            note = f"{Path(fallback).name}: {requested} ({first}) builds extensions that crash on a failing TORCH_CHECK"
+    verdict_file.parent.mkdir(parents=True, exist_ok=True)
+    partial = verdict_file.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text(json.dumps({"key": key, "cxx": chosen, "note": note}))
+    partial.replace(verdict_file)  # atomic: notebooks running side by side may probe at once
+    return chosen, note
+
+
+def host_compiler() -> str | None:
+    """The C++ compiler extensions are built with: ``$CXX`` (else ``c++``) if an extension it builds
+    turns a failing ``TORCH_CHECK`` into a Python error, else the newest ``g++-N`` that does.
+    None if there is no compiler at all. Probed once per machine; the verdict is cached."""
+    return compiler_choice()[0]
+
+
+host_compiler.cache_clear = compiler_choice.cache_clear  # type: ignore[attr-defined]
+
+
 def find_cxx() -> str | None:
-    """The C++ compiler torch uses: ``$CXX`` or ``c++``, as a path, or None."""
-    return _which(os.environ.get("CXX", "c++"))
+    """The C++ compiler extensions are built with (see `host_compiler`), as a path, or None."""
+    return host_compiler()
 
 
 def _ninja_from_package() -> str | None:
@@ -135,7 +242,7 @@ def toolchain_report() -> dict[str, str | None]:
     """Paths and versions of the tools a build needs; None where a tool is missing."""
     cxx, ninja, nvcc = find_cxx(), find_ninja(), find_nvcc()
     return {
-        "c++": cxx, "c++_version": _version(cxx),
+        "c++": cxx, "c++_version": _version(cxx), "c++_choice": compiler_choice()[1] if cxx else None,
         "ninja": ninja, "ninja_version": _version(ninja),
         "nvcc": nvcc, "nvcc_version": _version(nvcc),
         "cuda_available": str(torch.cuda.is_available()),
@@ -287,11 +394,14 @@ def build_extension(name: str, cpp_sources: str, cuda_sources: str | None = None
             "that the CUDA source compiles with compile_cuda(source), which needs only nvcc.")
     cflags = _merge(default_cflags(), extra_cflags)
     cuda_cflags = _merge(default_cuda_cflags(), extra_cuda_cflags) if cuda_sources is not None else []
-    module_name = extension_name(name, cpp_sources, cuda_sources, functions, cflags, cuda_cflags)
+    _require_cxx()
+    cxx = find_cxx()
+    # The compiler is part of the name: a module built by another compiler is another module.
+    module_name = extension_name(name, cpp_sources, cuda_sources, functions, [*cflags, f"cxx={cxx}"],
+                                 cuda_cflags)
     if module_name in _LOADED:
         return _LOADED[module_name]
 
-    _require_cxx()
     _require_ninja()
     if cuda_sources is not None:
         _require_nvcc()
@@ -301,6 +411,8 @@ def build_extension(name: str, cpp_sources: str, cuda_sources: str | None = None
     build_dir = extensions_dir() / module_name
     build_dir.mkdir(parents=True, exist_ok=True)
     _remove_stale_lock(build_dir)
+    previous_cxx = os.environ.get("CXX")
+    os.environ["CXX"] = str(cxx)  # torch's build reads $CXX; restored below
     try:
         module = load_inline(
             name=module_name, cpp_sources=cpp_sources, cuda_sources=cuda_sources,
@@ -315,6 +427,11 @@ def build_extension(name: str, cpp_sources: str, cuda_sources: str | None = None
         raise
     except ImportError as err:  # compiled and linked, but a symbol is missing at load time
         raise _build_failure(module_name, build_dir, f"error: {err}") from None
+    finally:
+        if previous_cxx is None:
+            os.environ.pop("CXX", None)
+        else:
+            os.environ["CXX"] = previous_cxx
     _LOADED[module_name] = module
     return module
 

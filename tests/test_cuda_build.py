@@ -133,7 +133,11 @@ def no_tools(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setattr(cb, "DEFAULT_CUDA_HOME", str(tmp_path / "no_cuda"))
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setattr(device, "CACHE_DIR", tmp_path)
+    cb.host_compiler.cache_clear()  # the choice made with the real tools must not leak in, or out
+    yield
+    cb.host_compiler.cache_clear()
 
 
 def test_missing_cxx_is_a_clear_error(no_tools):
@@ -201,3 +205,71 @@ def test_cuda_extension_builds_and_runs(cache_dir: Path):
         cb.build_extension("cb_cuda", "torch::Tensor square_cuda(torch::Tensor m);",
                            SQUARE_KERNEL.replace("out[r", "outt[r") + CUDA_WRAPPER, ["square_cuda"])
     assert str(info.value).startswith("cuda.cu(") and "outt" in str(info.value).splitlines()[0]
+
+
+# ----------------------------------------------------------------------- choice of compiler
+@pytest.fixture
+def fake_compilers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A PATH holding only fake c++, g++-13 and g++-12 (each a script that prints a version)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("c++", "g++-13", "g++-12"):
+        tool = bin_dir / name
+        tool.write_text(f"#!/bin/sh\necho {name} 1.0\n")
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(device, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setattr(cb, "find_ninja", lambda: "/usr/bin/ninja")
+    cb.host_compiler.cache_clear()
+    yield bin_dir
+    cb.host_compiler.cache_clear()
+
+
+def test_host_compiler_keeps_a_default_that_raises_cleanly(fake_compilers, monkeypatch):
+    monkeypatch.setattr(cb, "raises_cleanly", lambda cxx, *a: True)
+    assert cb.host_compiler() == str(fake_compilers / "c++")
+
+
+def test_host_compiler_falls_back_to_a_gxx_whose_errors_raise(fake_compilers, monkeypatch):
+    probed = []
+
+    def crashes_unless_gcc12(cxx, *args):
+        probed.append(Path(cxx).name)
+        return cxx.endswith("g++-12")
+
+    monkeypatch.setattr(cb, "raises_cleanly", crashes_unless_gcc12)
+    assert cb.host_compiler() == str(fake_compilers / "g++-12")
+    assert probed == ["c++", "g++-13", "g++-12"]  # the default first, then the newest g++-N
+    # the verdict is cached on disk: a new process (here: a cleared cache) does not probe again
+    cb.host_compiler.cache_clear()
+    monkeypatch.setattr(cb, "raises_cleanly", lambda cxx, *a: pytest.fail("probed again"))
+    assert cb.host_compiler() == str(fake_compilers / "g++-12")
+
+
+def test_host_compiler_warns_when_no_compiler_raises_cleanly(fake_compilers, monkeypatch):
+    monkeypatch.setattr(cb, "raises_cleanly", lambda cxx, *a: False)
+    with pytest.warns(RuntimeWarning, match="crash when a TORCH_CHECK fails"):
+        assert cb.host_compiler() == str(fake_compilers / "c++")
+
+
+def test_cxx_environment_variable_is_kept_when_it_raises_cleanly(fake_compilers, monkeypatch):
+    monkeypatch.setenv("CXX", "g++-13")
+    monkeypatch.setattr(cb, "raises_cleanly", lambda cxx, *a: True)
+    assert cb.host_compiler() == str(fake_compilers / "g++-13")
+
+
+def test_a_crashing_cxx_environment_variable_is_replaced_and_said_so(fake_compilers, monkeypatch):
+    # the reference H100 image sets CXX to a GCC 13.3 whose extensions crash on a failing TORCH_CHECK
+    monkeypatch.setenv("CXX", "g++-13")
+    monkeypatch.setattr(cb, "raises_cleanly", lambda cxx, *a: cxx.endswith("g++-12"))
+    chosen, note = cb.compiler_choice()
+    assert chosen == str(fake_compilers / "g++-12")
+    assert "g++-13" in note and "crash" in note
+
+
+@needs_cxx
+def test_the_chosen_compiler_really_raises_cleanly():
+    # On the reference H100 image this is the test that fails with the image's default GCC 13.3.
+    cb.host_compiler.cache_clear()
+    assert cb.raises_cleanly(cb.host_compiler())

@@ -1,3 +1,4 @@
+import statistics
 import time
 
 import pytest
@@ -95,8 +96,15 @@ def test_benchmark_agrees_with_do_bench(op):
     else:
         a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
         fn = lambda: a @ a  # noqa: E731
-    ours = cu.benchmark(fn).median_ms
-    theirs = triton.testing.do_bench(fn, return_mode="median")
+    # Interleaved, alternating which goes first: a long matmul run heats the GPU and lowers its
+    # clock, so whichever timer always ran second would look slower.
+    ours, theirs = [], []
+    for round_ in range(4):
+        pair = [lambda: ours.append(cu.benchmark(fn).median_ms),
+                lambda: theirs.append(triton.testing.do_bench(fn, return_mode="median"))]
+        for measure in (pair if round_ % 2 == 0 else pair[::-1]):
+            measure()
+    ours, theirs = statistics.median(ours), statistics.median(theirs)
     ratio = ours / theirs
     print(f"AGREEMENT {op}: course_utils {ours:.4f} ms, do_bench {theirs:.4f} ms, ratio {ratio:.4f}")
     assert abs(ratio - 1) < 0.05
