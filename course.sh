@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# The course's two set-up commands (run from anywhere):
+# The course's commands (run from anywhere):
 #   ./course.sh lab    install the pinned stack into .venv, then open the notebooks in JupyterLab
 #   ./course.sh test   install the pinned stack into .venv, then run the unit tests and every
-#                      notebook through nbval (what CI runs)
-# COURSE_VENV picks another environment folder; extra arguments go to jupyter lab / pytest.
+#                      notebook through nbval (what CI runs, on a machine without a GPU)
+#   ./course.sh gpu    on a machine with an NVIDIA GPU, in the Python environment you run the course in
+#                      (torch with CUDA, triton, jupyter, nbval, pytest): the GPU-marked tests, then
+#                      every notebook through nbval. `./course.sh gpu notebooks/05_*.ipynb` runs some.
+#   ./course.sh execute NOTEBOOK...   run notebooks in place and keep their outputs (on the reference
+#                      GPU this makes the committed outputs; same Python environment as `gpu`)
+# COURSE_VENV picks another environment folder for lab/test; extra arguments go to jupyter lab / pytest.
 set -euo pipefail
 cd "$(dirname "$0")"
 venv=${COURSE_VENV:-.venv}
@@ -12,6 +17,15 @@ setup() {
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r requirements-ci.txt
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+  # PyPI's torchvision is a CUDA build whose C++ ops cannot load next to the CPU torch wheel, and its
+  # import then fails; tools/torchvision_cpu_shim.py (read it) makes its Python parts importable.
+  if ! "$venv/bin/python" -c "import torchvision" 2>/dev/null; then
+    site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    cp tools/torchvision_cpu_shim.py "$site/course_torchvision_cpu_shim.py"
+    echo "import course_torchvision_cpu_shim; course_torchvision_cpu_shim.install()" \
+      > "$site/course_torchvision_cpu_shim.pth"
+    "$venv/bin/python" -c "import torchvision" || { echo "torchvision does not import" >&2; exit 1; }
+  fi
 }
 
 mode=${1:-}; shift || true
@@ -24,5 +38,20 @@ case "$mode" in
         # One worker per core, one notebook per worker (--dist loadfile); GPU-marked tests skip here.
         exec "$venv/bin/python" -m pytest -p no:cacheprovider -n "${COURSE_WORKERS:-auto}" --dist loadfile \
              --nbval-lax --nbval-cell-timeout=900 tests notebooks "$@" ;;
-  *)    echo "usage: ./course.sh lab | test  [extra args]" >&2; exit 2 ;;
+  gpu)  python=${PYTHON:-python3}
+        "$python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA GPU here: ./course.sh gpu is for a GPU machine')"
+        export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+        if [ $# -eq 0 ]; then
+          "$python" -m pytest -p no:cacheprovider -m gpu tests
+          set -- notebooks
+        fi
+        # One notebook at a time: they measure the GPU, and two at once would disturb each other.
+        exec "$python" -m pytest -p no:cacheprovider --nbval-lax --nbval-cell-timeout=1800 "$@" ;;
+  execute) [ $# -gt 0 ] || { echo "usage: ./course.sh execute notebooks/NN_name.ipynb ..." >&2; exit 2; }
+        export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+        for notebook in "$@"; do
+          "${PYTHON:-python3}" -m jupyter nbconvert --to notebook --execute --inplace \
+            --ExecutePreprocessor.timeout=1800 "$notebook"
+        done ;;
+  *)    echo "usage: ./course.sh lab | test | gpu | execute  [extra args]" >&2; exit 2 ;;
 esac

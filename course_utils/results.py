@@ -1,0 +1,187 @@
+"""Measured results, one way: a notebook saves its headline figures; the README's table is made from them.
+
+    from course_utils.results import Headline, save_results
+    save_results("05_triton_vector_add", frame, [Headline("vector add fp32, 2^28", 3051.2, "GB/s",
+                                                          "torch.add", 3036.0)])
+
+writes ``results/<device>/05_triton_vector_add.json`` and prints each headline exactly as the README's
+table will show it. ``python -m course_utils.results`` rewrites that table (between the README's
+``<!-- figures:begin -->`` and ``<!-- figures:end -->`` markers) from the saved H100 files;
+``--check`` only says whether it is current. A notebook is named by its file stem, nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Mapping, NamedTuple, Sequence
+
+import pandas as pd
+
+from course_utils.device import environment
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+#: One folder per device, so a CPU run never overwrites GPU figures (results/cpu/ is git-ignored).
+RESULTS_DIR = PROJECT_DIR / "results"
+NOTEBOOKS_DIR = PROJECT_DIR / "notebooks"
+REFERENCE_DEVICE = "NVIDIA_H100_80GB_HBM3"
+BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
+
+
+def format_figure(value: float) -> str:
+    """How a figure is written everywhere (notebook output and README): 3 significant digits or whole."""
+    return f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One figure for the README's table: what was measured and the baseline measured in the same run."""
+
+    what: str
+    value: float
+    unit: str
+    baseline: str = ""
+    baseline_value: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("value", "baseline_value"):
+            number = getattr(self, name)
+            if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))):
+                raise TypeError(f"Headline.{name} must be a number, got {number!r}")
+        if not self.what or not self.unit:
+            raise ValueError("a Headline needs a description (what) and a unit")
+
+    @property
+    def ratio(self) -> float | None:
+        return self.value / self.baseline_value if self.baseline_value else None
+
+    def table_cells(self) -> tuple[str, str, str]:
+        """(figure, baseline, ratio) as the README shows them."""
+        figure = f"{format_figure(self.value)} {self.unit}"
+        if not self.baseline_value:
+            return figure, "-", "-"
+        return (figure, f"{self.baseline}: {format_figure(self.baseline_value)} {self.unit}",
+                f"{self.ratio:.2f}x")
+
+    def __str__(self) -> str:
+        figure, baseline, ratio = self.table_cells()
+        return f"{self.what}: {figure}" + ("" if baseline == "-" else f" | {baseline} | {ratio}")
+
+
+class SavedResults(NamedTuple):
+    notebook: str
+    environment: dict[str, str]
+    frame: pd.DataFrame
+    headlines: list[Headline]
+
+
+def device_slug(env: Mapping[str, str] | None = None) -> str:
+    """Folder name for a device: 'cpu', or the GPU name made file-safe."""
+    env = environment() if env is None else env
+    return "cpu" if env.get("gpu", "none") == "none" else re.sub(r"[^A-Za-z0-9]+", "_", env["gpu"]).strip("_")
+
+
+def check_notebook_name(notebook: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> str:
+    """``notebook`` must be the stem of a notebook of the course, e.g. '05_triton_vector_add'."""
+    if not isinstance(notebook, str) or not re.fullmatch(r"\d\d_[a-z0-9_]+", notebook):
+        raise ValueError(f"notebook must be a notebook's file stem such as '05_triton_vector_add', got {notebook!r}")
+    if notebooks_dir.is_dir() and not (notebooks_dir / f"{notebook}.ipynb").exists():
+        raise ValueError(f"there is no notebooks/{notebook}.ipynb")
+    return notebook
+
+
+def save_results(notebook: str, frame: pd.DataFrame | None = None, headlines: Sequence[Headline] = (), *,
+                 results_dir: Path | str | None = None, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:
+    """Save a notebook's sweep and headline figures with the environment they were measured on.
+
+    Writes ``results/<device>/<notebook>.json``, prints every headline as the README will show it,
+    and returns the path (relative to the results folder's parent when printed).
+    """
+    check_notebook_name(notebook, notebooks_dir)
+    if frame is not None and not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame must be a pandas DataFrame or None, got {type(frame).__name__}")
+    if not all(isinstance(h, Headline) for h in headlines):
+        raise TypeError("headlines must be Headline objects")
+    env = environment()
+    root = Path(results_dir or RESULTS_DIR)
+    folder = root / device_slug(env)
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {
+        "notebook": notebook,
+        "environment": env,
+        "headlines": [asdict(h) for h in headlines],
+        "records": [] if frame is None else json.loads(frame.to_json(orient="records")),
+    }
+    path = folder / f"{notebook}.json"
+    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    for headline in headlines:
+        print(headline)
+    print("saved", path.relative_to(root.parent))
+    return path
+
+
+def load_results(path: Path | str) -> SavedResults:
+    """Read what `save_results` wrote."""
+    record = json.loads(Path(path).read_text(encoding="utf-8"))
+    return SavedResults(record["notebook"], record["environment"], pd.DataFrame(record["records"]),
+                        [Headline(**h) for h in record["headlines"]])
+
+
+def figures_table(results_dir: Path, device: str) -> str:
+    """The markdown table of every headline saved for ``device``, ordered by notebook."""
+    paths = sorted((results_dir / device).glob("*.json"))
+    if not paths:
+        raise FileNotFoundError(f"no saved results in {results_dir / device}")
+    rows, machines = [], set()
+    for path in paths:
+        saved = load_results(path)
+        env = saved.environment
+        machine = f"{env['gpu']}, torch {env['torch']}, triton {env['triton']}"
+        machines.add(machine)
+        for h in saved.headlines:
+            rows.append([f"[{saved.notebook[:2]}](notebooks/{saved.notebook}.ipynb)", h.what, *h.table_cells(),
+                         machine])
+    header = ["notebook", "what", "figure", "baseline (same run)", "ratio", "measured on"]
+    if len(machines) == 1:  # say it once rather than on every row
+        header, rows = header[:-1], [r[:-1] for r in rows]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    if len(machines) == 1:
+        lines = [f"Measured on {machines.pop()}.", ""] + lines
+    return "\n".join(lines)
+
+
+def update_readme(readme: Path, table: str) -> str:
+    """The README's text with the figures table replaced by ``table``."""
+    text = readme.read_text(encoding="utf-8")
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"{readme.name} has no {BEGIN} ... {END} markers")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{BEGIN}\n{table}\n{END}{tail}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Regenerate the README's headline figures from results/.")
+    parser.add_argument("--device", default=REFERENCE_DEVICE)
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--readme", type=Path, default=PROJECT_DIR / "README.md")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the README is out of date")
+    args = parser.parse_args(argv)
+    new = update_readme(args.readme, figures_table(args.results, args.device))
+    if args.check:
+        if new != args.readme.read_text(encoding="utf-8"):
+            print(f"{args.readme.name} is out of date: run python -m course_utils.results", file=sys.stderr)
+            return 1
+        return 0
+    args.readme.write_text(new, encoding="utf-8")
+    print(f"updated {args.readme.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
