@@ -3,6 +3,8 @@
 Importing this module on a machine without CUDA sets ``TRITON_INTERPRET=1``. Triton reads that
 variable when ``@triton.jit`` is applied, so the import must come before any kernel is defined;
 every notebook therefore imports ``course_utils`` in its first code cell after the Colab setup.
+An explicit ``TRITON_INTERPRET=0`` is left alone: kernel_inspect's compile worker runs that way,
+to compile (not run) kernels on a machine without a GPU.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import TypeVar
 import torch
 
 HAS_CUDA: bool = torch.cuda.is_available()
-if not HAS_CUDA:
+if not HAS_CUDA and os.environ.get("TRITON_INTERPRET") != "0":
     # Without a GPU the compiled path cannot run at all, so the interpreter is not optional here.
     os.environ["TRITON_INTERPRET"] = "1"
 

@@ -1,12 +1,14 @@
 """Look inside compiled kernels: Triton stages, PTX, SASS and a summary that says what matters.
 
-`compile_triton` compiles a ``@triton.jit`` kernel for a chosen GPU architecture (sm_80, sm_90, ...)
-without needing that GPU, or any GPU: Triton's compiler and its bundled ``ptxas`` run on the CPU.
-It works whether or not Triton is in interpreter mode (in interpreter mode ``@triton.jit`` returns
-an ``InterpretedFunction``; the Python function under it is compiled instead). `compile_cuda` does
-the same for a CUDA C++ kernel with ``nvcc``. Both return `CompiledStages`: the text of each stage
-(TTIR, TTGIR, LLVM IR, PTX, SASS where ``cuobjdump`` exists) and a `KernelSummary` (registers,
-spills, shared memory, vectorized global loads/stores, tensor-core instructions).
+`compile_triton` compiles a ``@triton.jit`` kernel for a chosen GPU architecture (sm_75, sm_80, sm_90...)
+without that GPU, or any GPU: Triton's compiler and its bundled ``ptxas`` run on the CPU. It compiles in
+a child process started with ``TRITON_INTERPRET=0`` (`course_utils.triton_compile_worker`), so it works
+the same whether or not this process runs Triton in its interpreter: the kernel is imported there from
+its module, or, for a kernel defined in a notebook cell, from its source and the globals it uses.
+`inspect_cuda` does the same for CUDA C++ through `course_utils.cuda_build.compile_cuda`. Both return
+`CompiledStages`: the text of each stage (TTIR, TTGIR, LLVM IR, PTX, SASS where ``cuobjdump`` exists)
+and a `KernelSummary` (registers, spills, shared memory, vectorized global loads/stores, tensor-core
+instructions).
 
 `compare` puts several summaries side by side and `diff` shows what changed between two variants,
 with register numbers normalized away so that only real changes remain.
@@ -21,24 +23,30 @@ Typical use::
 
 from __future__ import annotations
 
-import contextlib
+import base64
 import difflib
-import functools
 import hashlib
-import inspect as _pyinspect
+import inspect
+import json
+import os
 import re
-import shutil
 import subprocess
 import sys
+import textwrap
+import types
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from course_utils.cuda_build import compile_cuda, compiler_log_path
 from course_utils.device import CACHE_DIR
+from course_utils.toolchain import parse_arch, parse_ptxas_log, run_tool, tool_path
 
-#: Where `compile_cuda` writes its sources and binaries (git-ignored).
+#: The compile worker, run as a script (not imported: it must start with TRITON_INTERPRET=0).
+WORKER = Path(__file__).resolve().parent / "triton_compile_worker.py"
+#: Where compiled kernels' files (cubins, sources of notebook-defined kernels) go (git-ignored).
 BUILD_DIR: Path = CACHE_DIR / "kernel_inspect"
 
 _TYPE_RE = re.compile(r"^\*?k?(i1|i8|i16|i32|i64|u1|u8|u16|u32|u64|fp8e4nv|fp8e5|fp8e4b15|fp16|bf16|fp32|fp64)$")
@@ -50,65 +58,8 @@ _TORCH_TYPES = {
 }
 
 
-# ----------------------------------------------------------------------------------------------
-# Tools
-# ----------------------------------------------------------------------------------------------
-
-def tool_path(name: str) -> str | None:
-    """Path of an NVIDIA tool (``ptxas``, ``cuobjdump``, ``nvdisasm``, ``nvcc``), or None.
-
-    Triton ships ``ptxas``, ``cuobjdump`` and ``nvdisasm`` in its wheel, so they are looked up there
-    first (their version matches the PTX Triton writes); then ``PATH`` and ``/usr/local/cuda/bin``.
-    """
-    candidates: list[Path] = []
-    if name != "nvcc":
-        try:
-            import triton
-            candidates.append(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name)
-        except ImportError:
-            pass
-    found = shutil.which(name)
-    if found:
-        candidates.append(Path(found))
-    candidates.append(Path("/usr/local/cuda/bin") / name)
-    for path in candidates:
-        if path.is_file():
-            return str(path)
-    return None
-
-
-def _run(cmd: Sequence[str], what: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    try:
-        proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.SubprocessError) as err:
-        raise RuntimeError(f"{what} could not run: {err}") from err
-    if proc.returncode != 0:
-        log = (proc.stderr or proc.stdout).strip()
-        first = next((line for line in log.splitlines() if "error" in line.lower()), log[:300])
-        raise RuntimeError(f"{what} failed (exit {proc.returncode}): {first}\n--- full log ---\n{log}")
-    return proc
-
-
-# ----------------------------------------------------------------------------------------------
-# Architectures
-# ----------------------------------------------------------------------------------------------
-
-def parse_arch(arch: str | int) -> int:
-    """'sm_90', 'sm_90a', '90' or 90 -> 90."""
-    if isinstance(arch, bool):
-        raise TypeError(f"arch must be like 'sm_90' or 90, got {arch!r}")
-    if isinstance(arch, int):
-        value = arch
-    elif isinstance(arch, str):
-        match = re.fullmatch(r"(?:sm_?)?(\d{2,3})a?", arch.strip().lower())
-        if not match:
-            raise ValueError(f"arch must look like 'sm_90' or 'sm_80', got {arch!r}")
-        value = int(match.group(1))
-    else:
-        raise TypeError(f"arch must be like 'sm_90' or 90, got {type(arch).__name__}")
-    if value < 50 or value > 130:
-        raise ValueError(f"arch sm_{value} is not a CUDA compute capability the course knows")
-    return value
+class KernelCompileError(RuntimeError):
+    """Triton could not compile a kernel for the requested target; the message is the compiler's."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -348,7 +299,7 @@ def _resources_from_cubin(cubin_path: Path) -> dict[str, int]:
     tool = tool_path("cuobjdump")
     if tool is None:
         return {}
-    out = _run([tool, "--dump-resource-usage", str(cubin_path)], "cuobjdump --dump-resource-usage").stdout
+    out = run_tool([tool, "--dump-resource-usage", str(cubin_path)], "cuobjdump --dump-resource-usage")
     match = re.search(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)", out)
     if not match:
         return {}
@@ -358,213 +309,12 @@ def _resources_from_cubin(cubin_path: Path) -> dict[str, int]:
 
 def _sass_from_cubin(cubin_path: Path) -> str | None:
     tool = tool_path("cuobjdump")
-    if tool is None:
-        return None
-    return clean_sass(_run([tool, "-sass", str(cubin_path)], "cuobjdump -sass").stdout)
-
-
-def parse_ptxas_log(log: str) -> dict[str, int]:
-    """Registers, spills and static shared memory from a ``ptxas -v`` / ``--resource-usage`` log.
-
-    With several kernels in the log, the last one wins (the course compiles one kernel at a time).
-    """
-    out: dict[str, int] = {}
-    for match in re.finditer(r"Used (\d+) registers", log):
-        out["registers"] = int(match.group(1))
-    for match in re.finditer(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log):
-        out["spill_stores_bytes"], out["spill_loads_bytes"] = int(match.group(1)), int(match.group(2))
-    for match in re.finditer(r"(\d+) bytes smem", log):
-        out["shared_bytes"] = int(match.group(1))
-    for match in re.finditer(r"(\d+) bytes stack frame", log):
-        out["stack_bytes"] = int(match.group(1))
-    return out
-
-
-def _ptxas_report(ptx: str, arch: int, workdir: Path) -> dict[str, int]:
-    tool = tool_path("ptxas")
-    if tool is None:
-        return {}
-    src, obj = workdir / "kernel.ptx", workdir / "kernel.cubin"
-    src.write_text(ptx, encoding="utf-8")
-    gpu = f"sm_{arch}a" if arch >= 90 else f"sm_{arch}"
-    proc = _run([tool, "-v", f"--gpu-name={gpu}", str(src), "-o", str(obj)], "ptxas -v")
-    return parse_ptxas_log(proc.stderr + proc.stdout)
+    return clean_sass(run_tool([tool, "-sass", str(cubin_path)], "cuobjdump -sass")) if tool else None
 
 
 # ----------------------------------------------------------------------------------------------
 # Triton
 # ----------------------------------------------------------------------------------------------
-
-def _python_function(kernel: Any) -> Any:
-    """The plain Python function under a JITFunction, InterpretedFunction, Autotuner, Heuristics..."""
-    seen = 0
-    obj = kernel
-    while not _pyinspect.isfunction(obj):
-        inner = getattr(obj, "fn", None)
-        if inner is None or seen > 10:
-            raise TypeError(f"expected a @triton.jit kernel, got {type(kernel).__name__}")
-        obj, seen = inner, seen + 1
-    return obj
-
-
-def jit_function(kernel: Any) -> Any:
-    """A compilable ``triton.runtime.JITFunction`` for ``kernel``, even in interpreter mode.
-
-    In interpreter mode ``@triton.jit`` returns an ``InterpretedFunction``; the Python function
-    under it is wrapped in a fresh ``JITFunction``. ``@triton.jit`` helpers it calls (global names
-    bound to interpreted functions) are re-wrapped the same way, so nested kernels compile too.
-    """
-    from triton.runtime.jit import JITFunction
-
-    if isinstance(kernel, JITFunction):
-        return kernel
-    pyfn = _python_function(kernel)
-    if isinstance(getattr(kernel, "fn", None), JITFunction):  # Autotuner/Heuristics over a JITFunction
-        return kernel.fn
-    if pyfn.__name__ == "<lambda>":
-        raise TypeError("expected a @triton.jit kernel defined with `def`, got a lambda")
-    try:
-        return JITFunction(_with_jit_globals(pyfn, {}))
-    except (OSError, ValueError, AttributeError) as err:
-        raise TypeError(f"cannot compile {pyfn.__name__}: its source is not available ({err}); "
-                        "define kernels with `def` in a file or a notebook cell") from err
-
-
-def _with_jit_globals(pyfn: Any, memo: dict[int, Any]) -> Any:
-    """``pyfn`` with any interpreted @triton.jit helper among its globals replaced by a JITFunction."""
-    import types
-    from triton.runtime.jit import JITFunction
-
-    replacements = {}
-    for name in pyfn.__code__.co_names:
-        value = pyfn.__globals__.get(name)
-        if value is None or isinstance(value, JITFunction) or _pyinspect.ismodule(value):
-            continue
-        if type(value).__name__ == "InterpretedFunction" and _pyinspect.isfunction(getattr(value, "fn", None)):
-            key = id(value)
-            if key not in memo:
-                memo[key] = None  # guards against recursion
-                memo[key] = JITFunction(_with_jit_globals(value.fn, memo))
-            replacements[name] = memo[key]
-    if not replacements:
-        return pyfn
-    new_globals = dict(pyfn.__globals__)
-    new_globals.update(replacements)
-    clone = types.FunctionType(pyfn.__code__, new_globals, pyfn.__name__, pyfn.__defaults__, pyfn.__closure__)
-    clone.__kwdefaults__ = pyfn.__kwdefaults__
-    clone.__annotations__ = pyfn.__annotations__
-    clone.__qualname__ = pyfn.__qualname__
-    clone.__module__ = pyfn.__module__
-    clone.__doc__ = pyfn.__doc__
-    return clone
-
-
-_STDLIB_JIT: dict[int, Any] = {}
-_MISSING = object()
-
-
-def _language_objects() -> list[Any]:
-    """Modules and classes of ``triton.language`` that the interpreter patches while it runs."""
-    try:
-        import triton.language as tl
-    except ImportError:
-        return []
-    objs: list[Any] = [mod for name, mod in sorted(sys.modules.items())
-                       if mod is not None and name.startswith("triton.language")]
-    for cls_name in ("tensor", "dtype", "tensor_descriptor_base"):
-        cls = getattr(tl.core, cls_name, None)
-        if isinstance(cls, type):
-            objs.append(cls)
-    return objs
-
-
-#: The language objects as they were when this module was imported (normally before any kernel ran).
-_PRISTINE: dict[int, dict[str, Any]] = {id(obj): dict(vars(obj)) for obj in _language_objects()}
-
-
-def _is_interpreter_patch(value: Any) -> bool:
-    """True for the stand-ins Triton's interpreter installs in triton.language while a kernel runs."""
-    if type(value).__name__ == "InterpretedFunction":
-        return False  # a @jit library function in interpreter mode: handled separately
-    if value is print:
-        return True
-    inner = value.func if isinstance(value, functools.partial) else value.fget if isinstance(value, property) else value
-    return getattr(inner, "__module__", None) == "triton.runtime.interpreter"
-
-
-def _undo_interpreter_patches(saved: list[tuple[Any, str, Any]]) -> None:
-    """Put back the compiled-mode versions of whatever the interpreter left patched.
-
-    Triton's interpreter patches ``triton.language`` while a kernel runs and restores it afterwards,
-    except when an interpreted kernel calls a ``@jit`` library function (``tl.cdiv``, ``tl.sum``...):
-    that nested call patches ``triton.language.core`` and never restores it (Triton 3.6/3.7). The
-    compiler then builds interpreter objects and fails; this undoes those leftovers for a compile.
-    """
-    for obj in _language_objects():
-        pristine = _PRISTINE.get(id(obj), {})
-        for name, value in list(vars(obj).items()):
-            if not _is_interpreter_patch(value):
-                continue
-            original = pristine.get(name, _MISSING)
-            if original is not _MISSING and _is_interpreter_patch(original):
-                original = _MISSING
-            if original is _MISSING:
-                member = (getattr(value, "__kwdefaults__", None) or {}).get("member")
-                original = member if member is not None else _MISSING
-            saved.append((obj, name, value))
-            if original is _MISSING:
-                if name in pristine or not isinstance(obj, type):
-                    saved.pop()  # nothing known to put back: leave it
-                    continue
-                delattr(obj, name)
-            else:
-                setattr(obj, name, original)
-
-
-def _stdlib_jit(value: Any) -> Any:
-    from triton.runtime.jit import JITFunction
-    key = id(value)
-    if key not in _STDLIB_JIT:
-        _STDLIB_JIT[key] = JITFunction(value.fn)
-    return _STDLIB_JIT[key]
-
-
-@contextlib.contextmanager
-def _compilable_language() -> Iterator[None]:
-    """In interpreter mode, Triton's own ``@jit`` library functions (``tl.cdiv``, ``tl.sum``,
-    ``x.sum()``...) are InterpretedFunctions too, which the compiler cannot call. For the duration
-    of a compile, put JITFunctions in their place (module attributes and ``tl.tensor`` methods),
-    exactly as in compiled mode, and put everything back afterwards."""
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
-        import triton.language as tl
-    except ImportError:
-        yield
-        return
-    saved: list[tuple[Any, str, Any]] = []
-    try:
-        _undo_interpreter_patches(saved)
-        for modname, mod in list(sys.modules.items()):
-            if mod is None or not modname.startswith("triton.language"):
-                continue
-            for attr, value in list(vars(mod).items()):
-                if isinstance(value, InterpretedFunction):
-                    saved.append((mod, attr, value))
-                    setattr(mod, attr, _stdlib_jit(value))
-        for attr, value in list(vars(tl.core.tensor).items()):
-            inner = value
-            if not isinstance(inner, InterpretedFunction):
-                cells = getattr(value, "__closure__", None) or ()
-                inner = next((c.cell_contents for c in cells
-                              if isinstance(c.cell_contents, InterpretedFunction)), None)
-            if inner is not None:
-                saved.append((tl.core.tensor, attr, value))
-                setattr(tl.core.tensor, attr, _stdlib_jit(inner))
-        yield
-    finally:
-        for owner, attr, value in reversed(saved):
-            setattr(owner, attr, value)  # leave Triton exactly as we found it
-
 
 def triton_type(value: Any) -> str:
     """Triton signature type of an example argument: a tensor -> '*fp32', an int -> 'i32' or 'i64',
@@ -589,41 +339,142 @@ def triton_type(value: Any) -> str:
     raise TypeError(f"cannot infer a Triton type from {type(value).__name__}; give a type string like '*fp32'")
 
 
-def _default_divisible(value: Any, type_str: str) -> bool:
-    """What the JIT would assume: pointers 16-byte aligned, integers that are multiples of 16."""
+def _python_function(kernel: Any) -> types.FunctionType:
+    """The plain Python function under a JITFunction, InterpretedFunction, Autotuner, Heuristics..."""
+    obj = kernel
+    for _ in range(10):
+        if inspect.isfunction(obj):
+            return obj
+        obj = getattr(obj, "fn", None)
+    raise TypeError(f"expected a @triton.jit kernel, got {type(kernel).__name__}")
+
+
+def _is_kernel(value: Any) -> bool:
+    return type(value).__name__ in ("JITFunction", "InterpretedFunction", "Autotuner", "Heuristics")
+
+
+def kernel_source(kernel: Any) -> str:
+    """A module's text that defines ``kernel`` for the compile worker: the ``@triton.jit`` helpers it
+    calls (recursively), the module aliases and number constants among its globals, then the kernel."""
+    blocks: list[str] = []
+    header = ["import triton", "import triton.language as tl"]
+    done: set[str] = set()
+
+    def add(fn: types.FunctionType) -> None:
+        if fn.__name__ in done:
+            return
+        done.add(fn.__name__)
+        names = set(fn.__code__.co_names)
+        for const in fn.__code__.co_consts:  # nested code (comprehensions, inner functions)
+            if isinstance(const, types.CodeType):
+                names |= set(const.co_names)
+        for name in sorted(names):
+            value = fn.__globals__.get(name)
+            if value is None or name in done:
+                continue
+            if _is_kernel(value):
+                add(_python_function(value))
+            elif isinstance(value, types.ModuleType) and name not in ("triton", "tl"):
+                header.append(f"import {value.__name__} as {name}")
+            elif isinstance(value, (bool, int, float, str)):
+                header.append(f"{name} = {value!r}")
+            elif type(value).__name__ == "constexpr":
+                header.append(f"{name} = tl.constexpr({value.value!r})")
+        lines = textwrap.dedent(inspect.getsource(fn)).splitlines()
+        start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("def "))
+        blocks.append("@triton.jit\n" + "\n".join(lines[start:]))  # decorators (autotune...) are not needed
+
+    add(_python_function(kernel))
+    return "\n".join(dict.fromkeys(header)) + "\n\n\n" + "\n\n\n".join(blocks) + "\n"
+
+
+def _kernel_location(kernel: Any) -> dict[str, Any]:
+    """How the worker finds ``kernel``: by module and name if its module can be imported, else by source."""
+    fn = _python_function(kernel)
+    module = sys.modules.get(fn.__module__)
+    importable = (fn.__module__ not in ("__main__", "builtins") and module is not None
+                  and getattr(module, "__file__", None) and getattr(module, fn.__name__, None) is not None)
+    if importable:
+        return {"module": fn.__module__, "name": fn.__name__, "source": None}
+    return {"module": None, "name": fn.__name__, "source": kernel_source(kernel)}
+
+
+def _constexpr_json(name: str, value: Any) -> Any:
+    if type(value).__name__ == "constexpr":
+        value = value.value
+    if type(value).__name__ == "dtype" and hasattr(value, "name"):  # tl.float16 and friends
+        return {"triton_dtype": {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
+                .get(value.name, value.name)}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"constexpr {name}={value!r}: give a number, a string, a bool or a tl dtype")
+
+
+def _runtime_argument(name: str, value: Any, divisible_by_16: set[str] | None) -> list[Any]:
+    """[triton type, example int or None, 16-divisible?], as the JIT would specialize ``value``."""
     import torch
 
-    if isinstance(value, torch.Tensor):
-        return value.data_ptr() % 16 == 0
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value % 16 == 0
-    return type_str.startswith("*")  # a bare pointer type: torch allocations are 256-byte aligned
+    kind = triton_type(value)
+    example = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if divisible_by_16 is not None:
+        divisible = name in divisible_by_16
+    elif isinstance(value, torch.Tensor):
+        divisible = value.data_ptr() % 16 == 0
+    elif example is not None:
+        divisible = example % 16 == 0
+    else:
+        divisible = kind.startswith("*")  # a bare pointer type: torch allocations are 256-byte aligned
+    return [kind, example, divisible]
 
 
-def _astsource(jit_fn: Any, signature: dict[str, str], constexprs: dict[str, Any], attrs: dict) -> Any:
-    """``ASTSource`` across Triton versions: 3.3+ takes ``constexprs`` by name (and the signature
-    names every argument, constexprs typed 'constexpr'); some builds call it ``constants``."""
-    from triton.compiler import ASTSource
+def compile_triton_jobs(jobs: Sequence[Mapping[str, Any]]) -> list[CompiledStages]:
+    """`compile_triton` for several kernels/targets in one worker process (one Triton import).
 
-    params = _pyinspect.signature(ASTSource.__init__).parameters
-    if "constexprs" in params:
-        return ASTSource(jit_fn, signature, constexprs=constexprs, attrs=attrs)
-    if "constants" in params:
-        return ASTSource(jit_fn, signature, constants=constexprs, attrs=attrs)
-    raise RuntimeError(f"this Triton ({_triton_version()}) has an ASTSource the course does not know: {list(params)}")
-
-
-def _triton_version() -> str:
-    import triton
-    return triton.__version__
-
-
-def _divisibility_attr(target: Any) -> list:
-    try:
-        from triton.compiler.compiler import make_backend
-        return make_backend(target).parse_attr("D")
-    except Exception:  # noqa: BLE001 - older/newer backends: the 3.x format
-        return [["tt.divisibility", 16]]
+    Each job is a mapping of `compile_triton`'s arguments: ``kernel``, ``signature`` and optionally
+    ``constexprs``, ``arch``, ``num_warps``, ``num_stages``, ``divisible_by_16``, ``options``.
+    """
+    requests, archs = [], []
+    for job in jobs:
+        job = dict(job)
+        unknown = set(job) - {"kernel", "signature", "constexprs", "arch", "num_warps", "num_stages",
+                              "divisible_by_16", "options"}
+        if unknown:
+            raise TypeError(f"unknown compile_triton arguments: {sorted(unknown)}")
+        arch = parse_arch(job.get("arch", "sm_90"))
+        num_warps, num_stages = job.get("num_warps", 4), job.get("num_stages", 3)
+        for label, value in (("num_warps", num_warps), ("num_stages", num_stages)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{label} must be a positive integer, got {value!r}")
+        if num_warps & (num_warps - 1):
+            raise ValueError(f"num_warps must be a power of two, got {num_warps}")
+        signature = job["signature"]
+        aligned = None if job.get("divisible_by_16") is None else set(job["divisible_by_16"])
+        if isinstance(signature, Mapping):
+            sig: Any = {n: _runtime_argument(n, v, aligned) for n, v in signature.items()}
+        elif isinstance(signature, (list, tuple)):
+            sig = [_runtime_argument(f"#{i}", v, aligned) for i, v in enumerate(signature)]
+        else:
+            raise TypeError("signature must be a mapping name -> type/example value, or a sequence in argument order")
+        constexprs = {k: _constexpr_json(k, v) for k, v in dict(job.get("constexprs") or {}).items()}
+        requests.append({**_kernel_location(job["kernel"]), "signature": sig, "constexprs": constexprs,
+                         "arch": arch, "num_warps": num_warps, "num_stages": num_stages,
+                         "options": dict(job.get("options") or {})})
+        archs.append(arch)
+    project = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "TRITON_INTERPRET": "0",
+           "PYTHONPATH": os.pathsep.join([project, *sys.path[1:], os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(WORKER), str(BUILD_DIR / "sources")], input=json.dumps(requests),
+                          capture_output=True, text=True, env=env, timeout=1200)
+    if done.returncode != 0:
+        raise KernelCompileError(f"the Triton compile worker failed:\n{done.stderr[-4000:]}")
+    answers = json.loads(done.stdout)
+    results = []
+    for request, arch, answer in zip(requests, archs, answers):
+        if "error" in answer:
+            error = ValueError if answer["kind"] in ("ValueError", "TypeError") else KernelCompileError
+            raise error(f"{request['name']} for sm_{arch}: {answer['error']}")
+        results.append(_stages_from_triton(answer, arch))
+    return results
 
 
 def compile_triton(kernel: Any, signature: Mapping[str, Any] | Sequence[Any],
@@ -634,96 +485,40 @@ def compile_triton(kernel: Any, signature: Mapping[str, Any] | Sequence[Any],
     """Compile a ``@triton.jit`` kernel for ``arch`` (no GPU needed) and summarize the result.
 
     Args:
-        kernel: the ``@triton.jit`` function (a JITFunction, or an InterpretedFunction in interpreter mode).
+        kernel: the ``@triton.jit`` function (compiled or interpreter mode, or an autotuned kernel).
         signature: the runtime (non-constexpr) arguments, by name in a mapping or in order in a
             sequence. Each value is a Triton type string ('*fp32', 'i32', 'fp16', ...) or an example
             value to infer it from (a tensor -> pointer to its dtype, an int -> 'i32'/'i64'; an int
             equal to 1 becomes a constant, as the JIT does for strides of 1).
-        constexprs: values of the ``tl.constexpr`` arguments (defaults of the kernel are used for missing ones).
-        arch: target GPU, e.g. 'sm_80' (A100) or 'sm_90' (H100).
+        constexprs: values of the ``tl.constexpr`` arguments (the kernel's defaults fill the rest).
+        arch: target GPU, e.g. 'sm_75' (T4), 'sm_80' (A100) or 'sm_90' (H100).
         num_warps, num_stages: the launch options the kernel would be compiled with.
         divisible_by_16: names of the arguments Triton may assume are multiples of 16 (pointers:
             16-byte aligned). Default: what the JIT would specialize for the example values;
             for bare type strings, every pointer and no integer.
         options: further backend options (e.g. ``{"debug": True}``).
+    Raises ValueError for arguments that do not fit the kernel, `KernelCompileError` if Triton fails.
     """
-    import triton
-    from triton.backends.compiler import GPUTarget
+    return compile_triton_jobs([dict(kernel=kernel, signature=signature, constexprs=constexprs, arch=arch,
+                                     num_warps=num_warps, num_stages=num_stages,
+                                     divisible_by_16=divisible_by_16, options=options)])[0]
 
-    arch_num = parse_arch(arch)
-    for label, value in (("num_warps", num_warps), ("num_stages", num_stages)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{label} must be a positive integer, got {value!r}")
-    if num_warps & (num_warps - 1):
-        raise ValueError(f"num_warps must be a power of two, got {num_warps}")
-    jit_fn = jit_function(kernel)
-    pyfn = _python_function(jit_fn)
-    py_params = _pyinspect.signature(pyfn).parameters
-    arg_names = list(jit_fn.arg_names)
-    constexpr_names = [p.name for p in jit_fn.params if p.is_constexpr]
 
-    constexprs = dict(constexprs or {})
-    unknown = [k for k in constexprs if k not in arg_names]
-    if unknown:
-        raise ValueError(f"constexprs {unknown} are not arguments of {pyfn.__name__}{tuple(arg_names)}")
-    for name in constexpr_names:
-        if name not in constexprs:
-            default = py_params[name].default
-            if default is _pyinspect.Parameter.empty:
-                raise ValueError(f"constexpr argument {name!r} of {pyfn.__name__} needs a value in constexprs")
-            constexprs[name] = getattr(default, "value", default)
-    runtime_names = [n for n in arg_names if n not in constexprs]
-
-    if isinstance(signature, Mapping):
-        given = dict(signature)
-    elif isinstance(signature, (list, tuple)):
-        if len(signature) != len(runtime_names):
-            raise ValueError(f"signature has {len(signature)} entries but {pyfn.__name__} has "
-                             f"{len(runtime_names)} runtime arguments {runtime_names}")
-        given = dict(zip(runtime_names, signature))
-    else:
-        raise TypeError("signature must be a mapping name -> type/example value, or a sequence in argument order")
-    missing = [n for n in runtime_names if n not in given]
-    extra = [n for n in given if n not in runtime_names]
-    if missing or extra:
-        raise ValueError(f"signature must name exactly the runtime arguments {runtime_names}"
-                         + (f"; missing {missing}" if missing else "") + (f"; unexpected {extra}" if extra else ""))
-
-    for n in list(runtime_names):  # like the JIT: an integer argument equal to 1 becomes a constant
-        value = given[n]
-        if isinstance(value, int) and not isinstance(value, bool) and value == 1:
-            constexprs[n] = 1
-            runtime_names.remove(n)
-    types = {n: triton_type(given[n]) for n in runtime_names}
-    if divisible_by_16 is None:
-        aligned = [n for n in runtime_names if _default_divisible(given[n], types[n])]
-    else:
-        aligned = list(divisible_by_16)
-        bad = [n for n in aligned if n not in runtime_names and n not in constexprs]
-        if bad:
-            raise ValueError(f"divisible_by_16 names {bad} that are not runtime arguments {runtime_names}")
-        aligned = [n for n in aligned if n in runtime_names]
-
-    full_signature = {n: ("constexpr" if n in constexprs else types[n]) for n in arg_names}
-    target = GPUTarget("cuda", arch_num, 32)
-    attr = _divisibility_attr(target)
-    attrs = {(arg_names.index(n),): attr for n in aligned}
-    src = _astsource(jit_fn, full_signature, constexprs, attrs)
-    opts = {"num_warps": num_warps, "num_stages": num_stages, **dict(options or {})}
-    with _compilable_language():
-        compiled = triton.compile(src, target=target, options=opts)
-
-    asm = compiled.asm
+def _stages_from_triton(answer: Mapping[str, Any], arch: int) -> CompiledStages:
+    asm, meta = answer["asm"], answer["metadata"]
     stages = {k: asm[k] for k in ("ttir", "ttgir", "llir", "ptx") if k in asm}
-    cubin = asm.get("cubin") if "cubin" in asm else None
-    meta = compiled.metadata._asdict() if hasattr(compiled.metadata, "_asdict") else dict(compiled.metadata)
-    name = meta.get("name", pyfn.__name__)
-    resources: dict[str, int | None] = {}
-    key = hashlib.sha256(stages.get("ptx", "").encode() + bytes(str(arch_num), "ascii")).hexdigest()[:16]
-    workdir = BUILD_DIR / f"triton_{name}_{key}"
+    cubin = base64.b64decode(asm["cubin"]) if "cubin" in asm else None
+    name = meta.get("name", "kernel")
+    workdir = BUILD_DIR / f"triton_{name}_{hashlib.sha256(stages.get('ptx', '').encode()).hexdigest()[:16]}_sm{arch}"
     workdir.mkdir(parents=True, exist_ok=True)
-    if "ptx" in stages:
-        resources.update(_ptxas_report(stages["ptx"], arch_num, workdir))
+    resources: dict[str, int | None] = {}
+    ptxas = tool_path("ptxas")
+    if "ptx" in stages and ptxas:  # registers and spills, as ptxas reports them
+        (workdir / "kernel.ptx").write_text(stages["ptx"], encoding="utf-8")
+        gpu = f"sm_{arch}a" if arch >= 90 else f"sm_{arch}"
+        resources.update(parse_ptxas_log(run_tool([ptxas, "-v", f"--gpu-name={gpu}", "kernel.ptx", "-o",
+                                                   "kernel.cubin"], "ptxas -v", cwd=workdir)))
+    static_smem = resources.get("shared_bytes", 0) or 0
     if cubin:
         cubin_path = workdir / f"{name}.cubin"
         cubin_path.write_bytes(cubin)
@@ -731,38 +526,28 @@ def compile_triton(kernel: Any, signature: Mapping[str, Any] | Sequence[Any],
         if "registers" in from_cubin:
             resources["registers"] = from_cubin["registers"]  # what the cubin Triton loads really uses
         resources["local_bytes"] = from_cubin.get("local_bytes")
-        static_smem = from_cubin.get("shared_bytes", 0)
+        static_smem = from_cubin.get("shared_bytes", static_smem)
         sass = _sass_from_cubin(cubin_path)
         if sass:
             stages["sass"] = sass
-    else:
-        static_smem = resources.get("shared_bytes", 0) or 0
     resources["shared_bytes"] = int(meta.get("shared", 0) or 0) + int(static_smem or 0)
-    arch_label = f"sm_{arch_num}"
-    summary = summarize(name, arch_label, "triton", stages.get("ptx", ""), stages.get("sass"), resources)
-    return CompiledStages(name=name, arch=arch_label, language="triton", stages=stages, summary=summary,
-                          cubin=cubin, metadata={k: meta[k] for k in ("num_warps", "num_stages", "shared")
-                                                 if k in meta})
+    label = f"sm_{arch}"
+    summary = summarize(name, label, "triton", stages.get("ptx", ""), stages.get("sass"), resources)
+    return CompiledStages(name=name, arch=label, language="triton", stages=stages, summary=summary, cubin=cubin,
+                          metadata={k: meta[k] for k in ("num_warps", "num_stages", "shared") if k in meta})
 
 
 # ----------------------------------------------------------------------------------------------
 # CUDA C++ through nvcc
 # ----------------------------------------------------------------------------------------------
 
-def compile_cuda(source: str, *, arch: str | int = "sm_90", name: str | None = None,
-                 flags: Sequence[str] = ("-O3", "-lineinfo")) -> CompiledStages:
-    """Compile CUDA C++ ``source`` with nvcc for ``arch``: PTX, and SASS via cuobjdump.
-
-    ``name`` picks one ``__global__`` function for the summary (default: the first one). Needs nvcc
-    (no GPU); raises RuntimeError with nvcc's first error line if the source does not compile.
-    """
+def inspect_cuda(source: str, *, arch: str | int = "sm_90", name: str | None = None) -> CompiledStages:
+    """Compile CUDA C++ ``source`` for ``arch`` with `course_utils.cuda_build.compile_cuda` (nvcc, no
+    GPU) and summarize one ``__global__`` function (``name``, default: the first one): PTX, SASS via
+    cuobjdump, and nvcc's resource usage. Raises `course_utils.toolchain.BuildError` with nvcc's first error line."""
     if not isinstance(source, str) or "__global__" not in source:
         raise ValueError("source must be CUDA C++ text containing at least one __global__ kernel")
-    nvcc = tool_path("nvcc")
-    if nvcc is None:
-        raise RuntimeError("nvcc was not found (PATH, /usr/local/cuda/bin): install the CUDA toolkit "
-                           "to compile CUDA C++ kernels")
-    arch_num = parse_arch(arch)
+    gpu = f"sm_{parse_arch(arch)}"
     kernels = re.findall(r"__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?\w[\w:<>\s\*]*?\s+(\w+)\s*\(", source)
     if name is None:
         if not kernels:
@@ -770,23 +555,10 @@ def compile_cuda(source: str, *, arch: str | int = "sm_90", name: str | None = N
         name = kernels[0]
     elif name not in kernels:
         raise ValueError(f"no __global__ function named {name!r} in source (found {kernels})")
-    key = hashlib.sha256((source + repr(tuple(flags)) + str(arch_num)).encode()).hexdigest()[:16]
-    workdir = BUILD_DIR / f"cuda_{name}_{key}"
-    workdir.mkdir(parents=True, exist_ok=True)
-    cu = workdir / "kernel.cu"
-    cu.write_text(source, encoding="utf-8")
-    gpu = f"sm_{arch_num}"
-    _run([nvcc, *flags, f"-arch={gpu}", "-ptx", str(cu), "-o", str(workdir / "kernel.ptx")], "nvcc -ptx")
-    ptx = (workdir / "kernel.ptx").read_text(encoding="utf-8")
-    proc = _run([nvcc, *flags, f"-arch={gpu}", "-cubin", "--resource-usage", str(cu), "-o",
-                 str(workdir / "kernel.cubin")], "nvcc -cubin")
-    log = proc.stderr + proc.stdout
-    resources: dict[str, int | None] = {}
-    # --resource-usage reports every kernel: keep the block for the one we summarize
-    blocks = re.split(r"(?=ptxas info\s+: Compiling entry function)", log)
-    mine = [b for b in blocks if re.search(rf"entry function '(?:_Z\w*?{re.escape(name)}\w*|{re.escape(name)})'", b)]
-    resources.update(parse_ptxas_log(mine[0] if mine else log))
-    cubin_path = workdir / "kernel.cubin"
+    ptx = compile_cuda(source, arch=gpu, output="ptx")
+    cubin_path = Path(compile_cuda(source, arch=gpu, output="cubin"))
+    log = compiler_log_path(cubin_path).read_text(encoding="utf-8")
+    resources: dict[str, int | None] = dict(parse_ptxas_log(log, kernel=name))
     stages = {"cuda": source, "ptx": ptx}
     sass = _sass_from_cubin(cubin_path)
     if sass:
