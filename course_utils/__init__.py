@@ -5,19 +5,24 @@ switches Triton to its interpreter before any kernel is defined. One module per 
 
 - `device`: where code runs, problem sizes for that device, the provenance report.
 - `peaks`: spec-sheet peak bandwidth and FLOP/s of common GPUs.
-- `timing`: `benchmark`, the one timer the course uses (CUDA events on a GPU, a CPU clock otherwise).
+- `timing`: `benchmark`, the one timer the course uses (CUDA events on a GPU, a CPU clock otherwise),
+  and `device_peaks` (spec sheet, else measured).
 - `tuning`: `autotune`, a `triton.autotune` that also works in the interpreter.
-- `sweeps`: providers x sizes -> a pandas DataFrame; saved results with provenance.
+- `sweeps`: providers x sizes -> a pandas DataFrame.
+- `results`: headline figures saved with their environment; the README's table is made from them.
 - `plots`: throughput, bars and roofline plots in one style.
 - `checks`: compare a function with a PyTorch reference over awkward cases.
 
-Lesson-specific helpers (profiling, CUDA builds, kernel inspection) live in their own modules and
-are imported from there.
+Lesson-specific helpers live in their own modules and are imported from there: `profiling`, `toolchain`
+(nvcc, ptxas, the host compiler), `cuda_build` (``load_inline`` builds, ``nvcc`` without a GPU),
+`kernel_inspect` (PTX/SASS of Triton and CUDA kernels), `export` (notebook cells -> `lessons/`).
+Modules import one way: device -> peaks -> timing -> tuning/sweeps -> results; toolchain -> cuda_build
+-> kernel_inspect.
 """
 
 from course_utils.device import DEVICE, HAS_CUDA, INTERPRET, environment, pick_size, print_environment
-from course_utils.peaks import DevicePeaks, device_peaks, lookup_peaks
-from course_utils.timing import BenchmarkResult, benchmark
+from course_utils.peaks import DevicePeaks, lookup_peaks
+from course_utils.timing import BenchmarkResult, benchmark, device_peaks
 from course_utils.checks import Case, CheckReport, awkward_cases, check
 from course_utils.sweeps import sweep
 

@@ -390,6 +390,8 @@ def kernel_source(kernel: Any) -> str:
 
 def _kernel_location(kernel: Any) -> dict[str, Any]:
     """How the worker finds ``kernel``: by module and name if its module can be imported, else by source."""
+    if not _is_kernel(kernel):
+        raise TypeError(f"expected a @triton.jit kernel, got {type(kernel).__name__}")
     fn = _python_function(kernel)
     module = sys.modules.get(fn.__module__)
     importable = (fn.__module__ not in ("__main__", "builtins") and module is not None
@@ -461,10 +463,13 @@ def compile_triton_jobs(jobs: Sequence[Mapping[str, Any]]) -> list[CompiledStage
                          "options": dict(job.get("options") or {})})
         archs.append(arch)
     project = str(Path(__file__).resolve().parent.parent)
+    # The worker sees this process's import path, so it imports kernels from the same modules; it is run
+    # through runpy so that course_utils/ itself is not put first on that path.
     env = {**os.environ, "TRITON_INTERPRET": "0",
-           "PYTHONPATH": os.pathsep.join([project, *sys.path[1:], os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, str(WORKER), str(BUILD_DIR / "sources")], input=json.dumps(requests),
-                          capture_output=True, text=True, env=env, timeout=1200)
+           "PYTHONPATH": os.pathsep.join(dict.fromkeys([project, *(p for p in sys.path if p)]))}
+    command = [sys.executable, "-c", "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')",
+               str(WORKER), str(BUILD_DIR / "sources")]
+    done = subprocess.run(command, input=json.dumps(requests), capture_output=True, text=True, env=env, timeout=1200)
     if done.returncode != 0:
         raise KernelCompileError(f"the Triton compile worker failed:\n{done.stderr[-4000:]}")
     answers = json.loads(done.stdout)

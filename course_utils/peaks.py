@@ -2,12 +2,12 @@
 
 Figures are dense (no sparsity) spec-sheet numbers, in decimal units: GB/s = 1e9 bytes/s and
 TFLOP/s = 1e12 FLOP/s. A GPU missing from the table gets peaks measured on the spot, which are
-lower bounds: a copy and a large matmul never quite reach the spec sheet.
+lower bounds: a copy and a large matmul never quite reach the spec sheet (`course_utils.timing.device_peaks`
+measures them; this module only holds the table).
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 
@@ -59,31 +59,3 @@ def lookup_peaks(device_name: str) -> DevicePeaks | None:
         if re.search(pattern, device_name):
             return peaks
     return None
-
-
-def measure_peaks() -> DevicePeaks:
-    """Measure copy bandwidth and matmul FLOP/s on the current GPU (for GPUs not in the table)."""
-    from course_utils.timing import benchmark  # timing imports peaks; import here to avoid a cycle
-
-    if not torch.cuda.is_available():
-        raise ValueError("measure_peaks needs a CUDA GPU")
-    n = 2**26
-    src = torch.empty(n, dtype=torch.float32, device="cuda")
-    dst = torch.empty_like(src)
-    copy = benchmark(lambda: dst.copy_(src), bytes_moved=2 * src.nbytes, peaks=None)
-    size = 4096
-    rates = {}
-    for dtype in (torch.float32, torch.float16):
-        a = torch.randn(size, size, device="cuda", dtype=dtype)
-        rates[dtype] = benchmark(lambda: a @ a, flops=2 * size**3, peaks=None).tflops
-    name = torch.cuda.get_device_name(0)
-    return DevicePeaks(name, copy.gbps or 0.0, rates[torch.float32] or 0.0, None,
-                       rates[torch.float16] or 0.0, source="measured")
-
-
-@functools.lru_cache(maxsize=1)
-def device_peaks() -> DevicePeaks | None:
-    """Peaks of the current GPU (spec sheet, else measured); None on a machine without CUDA."""
-    if not torch.cuda.is_available():
-        return None
-    return lookup_peaks(torch.cuda.get_device_name(0)) or measure_peaks()

@@ -1,12 +1,15 @@
-"""`benchmark`: the one way the course times code.
+"""`benchmark`: the one way the course times code, and `device_peaks`, what it compares against.
 
-On a GPU it follows the same recipe as ``triton.testing.do_bench`` (warm-up, CUDA events around
-each call, the L2 cache flushed in between), so the two agree; on a CPU the same call uses
-``time.perf_counter`` and returns the same result type, so notebook cells need no branches.
+On a GPU `benchmark` follows ``triton.testing.do_bench``'s recipe (warm-up, CUDA events around each
+call, the L2 cache flushed in between; a GPU test checks the two agree within 5%). It does not simply
+call ``do_bench`` because it also runs on a CPU (``time.perf_counter``, same result type, so cells need
+no branches), can leave L2 warm (``flush_l2=False``, to measure launch overhead), and returns
+quantiles, GB/s, TFLOP/s and % of peak in one result.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from dataclasses import dataclass
@@ -15,7 +18,7 @@ from typing import Any, Callable
 import torch
 
 from course_utils.device import require_device
-from course_utils.peaks import DevicePeaks, device_peaks
+from course_utils.peaks import DevicePeaks, lookup_peaks
 
 #: Bytes written between repetitions to evict the L2 cache: larger than any GPU's L2 (H100: 50 MB).
 L2_FLUSH_BYTES = 256 * 2**20
@@ -162,3 +165,28 @@ def benchmark(fn: Callable[[], Any], *, bytes_moved: int | None = None, flops: i
         pct_peak_flops=(100 * tflops / peaks.tflops_for(dtype, tf32=tf32)
                         if (tflops is not None and peaks) else None),
     )
+
+
+def measure_peaks() -> DevicePeaks:
+    """Measure copy bandwidth and matmul FLOP/s on the current GPU (for GPUs not in the spec table)."""
+    if not torch.cuda.is_available():
+        raise ValueError("measure_peaks needs a CUDA GPU")
+    n = 2**26
+    src = torch.empty(n, dtype=torch.float32, device="cuda")
+    dst = torch.empty_like(src)
+    copy = benchmark(lambda: dst.copy_(src), bytes_moved=2 * src.nbytes, peaks=None)
+    size = 4096
+    rates = {}
+    for dtype in (torch.float32, torch.float16):
+        a = torch.randn(size, size, device="cuda", dtype=dtype)
+        rates[dtype] = benchmark(lambda: a @ a, flops=2 * size**3, peaks=None).tflops
+    return DevicePeaks(torch.cuda.get_device_name(0), copy.gbps or 0.0, rates[torch.float32] or 0.0, None,
+                       rates[torch.float16] or 0.0, source="measured")
+
+
+@functools.lru_cache(maxsize=1)
+def device_peaks() -> DevicePeaks | None:
+    """Peaks of the current GPU (spec sheet, else measured); None on a machine without CUDA."""
+    if not torch.cuda.is_available():
+        return None
+    return lookup_peaks(torch.cuda.get_device_name(0)) or measure_peaks()

@@ -26,7 +26,7 @@ from typing import Sequence
 
 import torch
 
-from course_utils.device import CACHE_DIR
+from course_utils import device
 
 #: Where nvcc is looked for last (the usual install location, also on Colab).
 DEFAULT_CUDA_HOME = "/usr/local/cuda"
@@ -231,7 +231,7 @@ def raises_cleanly(cxx: str, build_root: Path | None = None) -> bool:
     Python ``RuntimeError``. Runs in a child process, since the failure being tested is a crash."""
     require_ninja()
     tag = hashlib.sha256(f"{cxx}|{torch.__version__}".encode()).hexdigest()[:10]
-    build_dir = (build_root or Path(CACHE_DIR) / "compiler_probe") / tag
+    build_dir = (build_root or Path(device.CACHE_DIR) / "compiler_probe") / tag
     build_dir.mkdir(parents=True, exist_ok=True)
     try:
         done = subprocess.run([sys.executable, "-c", _PROBE_RUN, f"cxx_probe_{tag}", _PROBE_CPP, str(build_dir),
@@ -260,7 +260,7 @@ def compiler_choice() -> tuple[str | None, str]:
     first = shutil.which(requested)
     if first is None:
         return None, f"{requested!r} is not on PATH"
-    verdict_file = Path(CACHE_DIR) / "compiler_probe" / "verdict.json"
+    verdict_file = Path(device.CACHE_DIR) / "compiler_probe" / "verdict.json"
     key = f"{os.path.realpath(first)}|{version(first)}|{torch.__version__}"
     try:
         verdict = json.loads(verdict_file.read_text())

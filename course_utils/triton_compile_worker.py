@@ -111,7 +111,7 @@ def compile_one(job: dict[str, Any], source_dir: Path) -> dict[str, Any]:
 
 def main() -> None:
     jobs = json.load(sys.stdin)
-    source_dir = Path(sys.argv[1])
+    source_dir = Path(sys.argv[-1])
     answers = []
     for job in jobs:
         try:

@@ -1,13 +1,34 @@
-"""GPU-marked tests skip without CUDA; on the H100 run them with `bash .gpu/on-gpu.sh pytest -m gpu tests/`."""
+"""GPU-marked tests skip without CUDA (run them with `./course.sh gpu` on a machine with a GPU); the
+run ends with the list of Triton kernels and targets the compile test compiled."""
+
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
+
+sys.path.insert(0, str(Path(__file__).parent))  # tests/compile_targets is imported as `compile_targets`
+
+
+SESSION_START = time.time()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if torch.cuda.is_available():
         return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the H100: see README, 'Testing')")
+    skip = pytest.mark.skip(reason="needs a CUDA GPU: run ./course.sh gpu on a machine with one")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    from course_utils.device import CACHE_DIR
+
+    report = Path(CACHE_DIR) / "compiled_targets.txt"
+    if report.exists() and report.stat().st_mtime >= SESSION_START:
+        lines = report.read_text(encoding="utf-8").splitlines()
+        terminalreporter.write_sep("-", f"Triton kernels compiled for sm_75/sm_80/sm_90 ({len(lines)} targets)")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -1,5 +1,3 @@
-import json
-
 import matplotlib
 import pandas as pd
 import pytest
@@ -10,8 +8,6 @@ matplotlib.use("Agg")
 import course_utils as cu  # noqa: E402
 from course_utils import plots  # noqa: E402
 from course_utils.checks import make_tensor  # noqa: E402
-from course_utils.figures import BEGIN, END, main as figures_main  # noqa: E402
-from course_utils.sweeps import Headline, load_results, save_results  # noqa: E402
 
 
 def test_awkward_cases_cover_shapes_dtypes_and_strides():
@@ -80,26 +76,6 @@ def test_sweep_returns_a_row_per_provider_and_size():
 def test_sweep_rejects_bad_input(providers, sizes, error):
     with pytest.raises(error):
         cu.sweep(providers, sizes)
-
-
-def test_save_results_and_regenerate_the_readme_table(tmp_path):
-    frame = pd.DataFrame({"provider": ["a"], "size": [1], "gbps": [2.0]})
-    path = save_results("01_demo", frame, [Headline("01", "copy", 2900.0, "GB/s", "torch", 2950.0)],
-                        results_dir=tmp_path)
-    env, records, headlines = load_results(path)
-    assert env["torch"] == torch.__version__ and records["gbps"].tolist() == [2.0]
-    assert headlines[0].ratio == pytest.approx(2900 / 2950)
-    readme = tmp_path / "README.md"
-    readme.write_text(f"intro\n{BEGIN}\nold\n{END}\nrest\n")
-    args = ["--results", str(tmp_path), "--device", path.parent.name, "--readme", str(readme)]
-    assert figures_main(args + ["--check"]) == 1
-    assert figures_main(args) == 0
-    text = readme.read_text()
-    assert "| 01 | copy | 2,900 GB/s | torch: 2,950 GB/s | 0.98x |" in text and "old" not in text
-    assert figures_main(args + ["--check"]) == 0
-    with pytest.raises(ValueError):
-        save_results("bad name/..", frame, results_dir=tmp_path)
-    json.loads(path.read_text())
 
 
 def test_plots_draw_and_reject_unknown_providers():

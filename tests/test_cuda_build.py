@@ -8,6 +8,7 @@ broken, one edited) and shares the first through a module-scoped fixture.
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import torch
 
 from course_utils import cuda_build as cb
 from course_utils import device
+from course_utils import toolchain as tc
 
 SQUARE_CPP = r"""
 torch::Tensor square_rows(torch::Tensor m) {
@@ -49,9 +51,9 @@ torch::Tensor square_cuda(torch::Tensor m) {
 }
 """
 
-needs_cxx = pytest.mark.skipif(shutil.which("c++") is None or cb.find_ninja() is None,
+needs_cxx = pytest.mark.skipif(shutil.which("c++") is None or tc.find_ninja() is None,
                                reason="needs a C++ compiler and ninja")
-needs_nvcc = pytest.mark.skipif(cb.find_nvcc() is None, reason="needs nvcc")
+needs_nvcc = pytest.mark.skipif(tc.find_nvcc() is None, reason="needs nvcc")
 
 
 @pytest.fixture(scope="module")
@@ -87,15 +89,15 @@ def test_flags_merge_and_override():
     assert cb._merge(defaults, ["-O1"]) == ["-lineinfo", "-gencode=arch=compute_90,code=sm_90", "-O1"]
     assert cb._merge(defaults, ["-arch=sm_80"]) == ["-O3", "-lineinfo", "-arch=sm_80"]
     assert cb._merge(defaults, ["-G"]) == ["-gencode=arch=compute_90,code=sm_90", "-G"]
-    assert cb._merge(cb.default_cflags(), None) == ["-O3"]
+    assert cb._merge(list(tc.HOST_CFLAGS), None) == ["-O3"]
 
 
 def test_first_error_line_skips_commands():
     log = ("[1/2] c++ -MMD -Werror=foo -c main.cpp -o main.o\nFAILED: main.o\n"
            "c++ -MMD -c main.cpp -o main.o\nmain.cpp: In function 'f':\n"
            "main.cpp:7:52: error: 'x' was not declared in this scope\n")
-    assert cb.first_error_line(log) == "main.cpp:7:52: error: 'x' was not declared in this scope"
-    assert cb.first_error_line('k.cu(5): error: identifier "inn" is undefined') == 'k.cu(5): error: identifier "inn" is undefined'
+    assert tc.first_error_line(log) == "main.cpp:7:52: error: 'x' was not declared in this scope"
+    assert tc.first_error_line('k.cu(5): error: identifier "inn" is undefined') == 'k.cu(5): error: identifier "inn" is undefined'
 
 
 # ------------------------------------------------------------------------------- builds
@@ -129,15 +131,15 @@ def test_failed_build_then_edit_rebuilds(good_ext):
 @pytest.fixture
 def no_tools(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setattr(shutil, "which", lambda *args, **kwargs: None)
-    monkeypatch.setattr(cb, "_ninja_from_package", lambda: None)
-    monkeypatch.setattr(cb, "DEFAULT_CUDA_HOME", str(tmp_path / "no_cuda"))
+    monkeypatch.setitem(sys.modules, "ninja", None)  # the pip package cannot be imported either
+    monkeypatch.setattr(tc, "DEFAULT_CUDA_HOME", str(tmp_path / "no_cuda"))
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setattr(device, "CACHE_DIR", tmp_path)
-    cb.host_compiler.cache_clear()  # the choice made with the real tools must not leak in, or out
+    tc.compiler_choice.cache_clear()  # the choice made with the real tools must not leak in, or out
     yield
-    cb.host_compiler.cache_clear()
+    tc.compiler_choice.cache_clear()
 
 
 def test_missing_cxx_is_a_clear_error(no_tools):
@@ -220,15 +222,15 @@ def fake_compilers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setattr(device, "CACHE_DIR", tmp_path / "cache")
-    monkeypatch.setattr(cb, "find_ninja", lambda: "/usr/bin/ninja")
-    cb.host_compiler.cache_clear()
+    monkeypatch.setattr(tc, "find_ninja", lambda: "/usr/bin/ninja")
+    tc.compiler_choice.cache_clear()
     yield bin_dir
-    cb.host_compiler.cache_clear()
+    tc.compiler_choice.cache_clear()
 
 
 def test_host_compiler_keeps_a_default_that_raises_cleanly(fake_compilers, monkeypatch):
-    monkeypatch.setattr(cb, "raises_cleanly", lambda cxx, *a: True)
-    assert cb.host_compiler() == str(fake_compilers / "c++")
+    monkeypatch.setattr(tc, "raises_cleanly", lambda cxx, *a: True)
+    assert tc.host_compiler() == str(fake_compilers / "c++")
 
 
 def test_host_compiler_falls_back_to_a_gxx_whose_errors_raise(fake_compilers, monkeypatch):
@@ -238,32 +240,32 @@ def test_host_compiler_falls_back_to_a_gxx_whose_errors_raise(fake_compilers, mo
         probed.append(Path(cxx).name)
         return cxx.endswith("g++-12")
 
-    monkeypatch.setattr(cb, "raises_cleanly", crashes_unless_gcc12)
-    assert cb.host_compiler() == str(fake_compilers / "g++-12")
+    monkeypatch.setattr(tc, "raises_cleanly", crashes_unless_gcc12)
+    assert tc.host_compiler() == str(fake_compilers / "g++-12")
     assert probed == ["c++", "g++-13", "g++-12"]  # the default first, then the newest g++-N
     # the verdict is cached on disk: a new process (here: a cleared cache) does not probe again
-    cb.host_compiler.cache_clear()
-    monkeypatch.setattr(cb, "raises_cleanly", lambda cxx, *a: pytest.fail("probed again"))
-    assert cb.host_compiler() == str(fake_compilers / "g++-12")
+    tc.compiler_choice.cache_clear()
+    monkeypatch.setattr(tc, "raises_cleanly", lambda cxx, *a: pytest.fail("probed again"))
+    assert tc.host_compiler() == str(fake_compilers / "g++-12")
 
 
 def test_host_compiler_warns_when_no_compiler_raises_cleanly(fake_compilers, monkeypatch):
-    monkeypatch.setattr(cb, "raises_cleanly", lambda cxx, *a: False)
+    monkeypatch.setattr(tc, "raises_cleanly", lambda cxx, *a: False)
     with pytest.warns(RuntimeWarning, match="crash when a TORCH_CHECK fails"):
-        assert cb.host_compiler() == str(fake_compilers / "c++")
+        assert tc.host_compiler() == str(fake_compilers / "c++")
 
 
 def test_cxx_environment_variable_is_kept_when_it_raises_cleanly(fake_compilers, monkeypatch):
     monkeypatch.setenv("CXX", "g++-13")
-    monkeypatch.setattr(cb, "raises_cleanly", lambda cxx, *a: True)
-    assert cb.host_compiler() == str(fake_compilers / "g++-13")
+    monkeypatch.setattr(tc, "raises_cleanly", lambda cxx, *a: True)
+    assert tc.host_compiler() == str(fake_compilers / "g++-13")
 
 
 def test_a_crashing_cxx_environment_variable_is_replaced_and_said_so(fake_compilers, monkeypatch):
     # the reference H100 image sets CXX to a GCC 13.3 whose extensions crash on a failing TORCH_CHECK
     monkeypatch.setenv("CXX", "g++-13")
-    monkeypatch.setattr(cb, "raises_cleanly", lambda cxx, *a: cxx.endswith("g++-12"))
-    chosen, note = cb.compiler_choice()
+    monkeypatch.setattr(tc, "raises_cleanly", lambda cxx, *a: cxx.endswith("g++-12"))
+    chosen, note = tc.compiler_choice()
     assert chosen == str(fake_compilers / "g++-12")
     assert "g++-13" in note and "crash" in note
 
@@ -271,5 +273,5 @@ def test_a_crashing_cxx_environment_variable_is_replaced_and_said_so(fake_compil
 @needs_cxx
 def test_the_chosen_compiler_really_raises_cleanly():
     # On the reference H100 image this is the test that fails with the image's default GCC 13.3.
-    cb.host_compiler.cache_clear()
-    assert cb.raises_cleanly(cb.host_compiler())
+    tc.compiler_choice.cache_clear()
+    assert tc.raises_cleanly(tc.host_compiler())

@@ -1,6 +1,8 @@
-"""Unit tests of course_utils.kernel_inspect: compiling for sm_80/sm_90 works without a GPU."""
+"""Unit tests of course_utils.kernel_inspect: compiling for sm_75/sm_80/sm_90 works without a GPU."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import torch
@@ -10,6 +12,7 @@ import triton
 import triton.language as tl
 
 from course_utils import kernel_inspect as ki
+from course_utils import toolchain
 
 
 @triton.jit
@@ -44,6 +47,20 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
     acc = _twice(acc)  # a user @jit helper: interpreted too in interpreter mode
     tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc.to(tl.float16),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+SCALE = tl.constexpr(2.0)
+
+
+@triton.jit
+def times_scale(x):
+    return x * SCALE
+
+
+@triton.jit
+def scaled_add_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, times_scale(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)
 
 
 ADD_SIG = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n_elements": "i32"}
@@ -90,14 +107,30 @@ def test_mask_on_unaligned_length_loses_vectorization(add_sm90: ki.CompiledStage
     assert ki.diff(add_sm90, add_sm90) == "no differences in ptx"
 
 
-def test_works_in_interpreter_mode_and_restores_library() -> None:
-    from triton.runtime.jit import JITFunction
+def test_compiles_in_a_worker_and_leaves_this_process_alone() -> None:
+    before_language = dict(vars(tl.core))
+    before_env = os.environ.get("TRITON_INTERPRET")
+    k = ki.compile_triton(matmul_kernel, MM_SIG, MM_CONST, arch="sm_90", divisible_by_16=MM_DIV)
+    assert k.language == "triton" and k.name == "matmul_kernel"
+    assert all(vars(tl.core).get(name) is value for name, value in before_language.items())
+    assert os.environ.get("TRITON_INTERPRET") == before_env
 
-    jit = ki.jit_function(add_kernel)
-    assert isinstance(jit, JITFunction)
-    before = tl.cdiv
-    ki.compile_triton(matmul_kernel, MM_SIG, MM_CONST, arch="sm_90", divisible_by_16=MM_DIV)
-    assert tl.cdiv is before  # Triton's library is put back as it was
+
+def test_kernel_source_carries_helpers_and_constants() -> None:
+    """A kernel defined where the worker cannot import it (a notebook cell) travels as source text."""
+    text = ki.kernel_source(scaled_add_kernel)
+    assert "SCALE = tl.constexpr(2.0)" in text
+    assert text.index("def times_scale") < text.index("def scaled_add_kernel")  # helpers first
+    assert text.count("@triton.jit") == 2
+
+
+def test_many_targets_in_one_worker() -> None:
+    x = torch.empty(64)
+    jobs = [dict(kernel=scaled_add_kernel, signature=[x, x, 64], constexprs={"BLOCK": 64}, arch=arch)
+            for arch in ("sm_75", "sm_80", "sm_90")]
+    compiled = ki.compile_triton_jobs(jobs)
+    assert [c.arch for c in compiled] == ["sm_75", "sm_80", "sm_90"]
+    assert all(f".target {c.arch}" in c["ptx"] and c.summary.global_stores > 0 for c in compiled)
 
 
 @pytest.mark.parametrize("arch, kind, sass_op", [("sm_80", "mma.sync", "HMMA"), ("sm_90", "wgmma", "HGMMA")])
@@ -126,9 +159,9 @@ def test_compile_triton_validates_arguments() -> None:
 
 
 def test_parse_arch_and_types() -> None:
-    assert ki.parse_arch("sm_90") == 90 and ki.parse_arch("sm_90a") == 90 and ki.parse_arch(80) == 80
+    assert toolchain.parse_arch("sm_90") == 90 and toolchain.parse_arch("sm_90a") == 90 and toolchain.parse_arch(80) == 80
     with pytest.raises(ValueError):
-        ki.parse_arch("sm_9")
+        toolchain.parse_arch("sm_9")
     assert ki.triton_type(torch.empty(2, dtype=torch.float16)) == "*fp16"
     assert ki.triton_type(7) == "i32" and ki.triton_type(2**40) == "i64"
 
@@ -151,7 +184,7 @@ def test_ptx_and_sass_counters() -> None:
     assert c["LDG.128"] == 1 and c["HGMMA"] == 1 and c["STL"] == 1 and c["instructions"] == 3
     log = ("ptxas info    : Used 40 registers, used 1 barriers, 4096 bytes smem\n"
            "    8 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n")
-    assert ki.parse_ptxas_log(log) == {"registers": 40, "spill_stores_bytes": 8, "spill_loads_bytes": 12,
+    assert toolchain.parse_ptxas_log(log) == {"registers": 40, "spill_stores_bytes": 8, "spill_loads_bytes": 12,
                                        "shared_bytes": 4096, "stack_bytes": 8}
 
 
@@ -168,17 +201,17 @@ __global__ void square_matrix_kernel(const float* matrix, float* result, int wid
 
 
 @pytest.mark.skipif(ki.tool_path("nvcc") is None, reason="needs nvcc")
-def test_compile_cuda_square_kernel() -> None:
-    k = ki.compile_cuda(SQUARE_CU, arch="sm_90")
+def test_inspect_cuda_square_kernel() -> None:
+    k = ki.inspect_cuda(SQUARE_CU, arch="sm_90")
     s = k.summary
     assert s.name == "square_matrix_kernel" and s.language == "cuda"
     assert s.global_loads == 1 and s.global_stores == 1 and s.vector_global_loads == 0
     assert isinstance(s.registers, int) and s.registers > 0
     assert s.spill_stores_bytes == 0
     with pytest.raises(RuntimeError, match="error"):
-        ki.compile_cuda(SQUARE_CU.replace("idx];", "idy];"), arch="sm_90")
+        ki.inspect_cuda(SQUARE_CU.replace("idx];", "idy];"), arch="sm_90")
     with pytest.raises(ValueError):
-        ki.compile_cuda("int main() {}")
+        ki.inspect_cuda("int main() {}")
 
 
 def test_compiles_after_an_interpreted_run_that_leaks_patches(monkeypatch: pytest.MonkeyPatch) -> None:
