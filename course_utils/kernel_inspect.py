@@ -49,7 +49,9 @@ WORKER = Path(__file__).resolve().parent / "triton_compile_worker.py"
 #: Where compiled kernels' files (cubins, sources of notebook-defined kernels) go (git-ignored).
 BUILD_DIR: Path = CACHE_DIR / "kernel_inspect"
 
-_TYPE_RE = re.compile(r"^\*?k?(i1|i8|i16|i32|i64|u1|u8|u16|u32|u64|fp8e4nv|fp8e5|fp8e4b15|fp16|bf16|fp32|fp64)$")
+_SCALAR = r"(?:i1|i8|i16|i32|i64|u1|u8|u16|u32|u64|fp8e4nv|fp8e5|fp8e4b15|fp16|bf16|fp32|fp64)"
+# '*fp32' (a pointer), 'i32' (a scalar), or 'tensordesc<fp16[64, 64]>' (a host TMA tensor descriptor)
+_TYPE_RE = re.compile(rf"^(?:\*?k?{_SCALAR}|tensordesc<{_SCALAR}\[\d+(?:, ?\d+)*\]>)$")
 
 _TORCH_TYPES = {
     "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64",
@@ -323,7 +325,7 @@ def triton_type(value: Any) -> str:
 
     if isinstance(value, str):
         if not _TYPE_RE.fullmatch(value):
-            raise ValueError(f"{value!r} is not a Triton type like '*fp32', 'i32', 'fp16'")
+            raise ValueError(f"{value!r} is not a Triton type like '*fp32', 'i32', 'fp16', 'tensordesc<fp16[64, 64]>'")
         return value
     if isinstance(value, torch.Tensor):
         name = str(value.dtype).replace("torch.", "")
@@ -478,6 +480,8 @@ def compile_triton_jobs(jobs: Sequence[Mapping[str, Any]]) -> list[CompiledStage
         if "error" in answer:
             error = ValueError if answer["kind"] in ("ValueError", "TypeError") else KernelCompileError
             raise error(f"{request['name']} for sm_{arch}: {answer['error']}")
+        if answer.get("printed"):
+            print(answer["printed"], end="")  # tl.static_print runs at compile time, in the worker
         results.append(_stages_from_triton(answer, arch))
     return results
 

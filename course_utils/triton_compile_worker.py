@@ -7,16 +7,19 @@ each kernel from its module (or from source text written to a file), compiles it
 needed: the compiler and its ``ptxas`` run on the CPU) and answers with every stage's text.
 
 Protocol: a JSON list of jobs on stdin, a JSON list of answers on stdout (one per job, in order),
-each either ``{"asm": {...}, "metadata": {...}}`` (the cubin base64-encoded) or ``{"error": ...}``.
+each either ``{"printed": ..., "asm": {...}, "metadata": {...}}`` (what the compiler printed, e.g.
+``tl.static_print``; the cubin base64-encoded) or ``{"error": ...}``.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import inspect
+import io
 import json
 import os
 import sys
@@ -101,12 +104,14 @@ def compile_one(job: dict[str, Any], source_dir: Path) -> dict[str, Any]:
     signature = {n: ("constexpr" if n in constexprs else types[n]) for n in arg_names}
     source = ASTSource(kernel, signature, constexprs=constexprs, attrs=attrs)
     options = {"num_warps": job["num_warps"], "num_stages": job["num_stages"], **job["options"]}
-    compiled = triton.compile(source, target=target, options=options)
+    printed = io.StringIO()  # tl.static_print and friends: stdout is the answer channel here
+    with contextlib.redirect_stdout(printed):
+        compiled = triton.compile(source, target=target, options=options)
     asm = {k: v for k, v in compiled.asm.items() if isinstance(v, str)}
     if isinstance(compiled.asm.get("cubin"), bytes):
         asm["cubin"] = base64.b64encode(compiled.asm["cubin"]).decode("ascii")
     meta = compiled.metadata._asdict() if hasattr(compiled.metadata, "_asdict") else dict(compiled.metadata)
-    return {"asm": asm, "metadata": {k: meta[k] for k in ("name", "num_warps", "num_stages", "shared") if k in meta}}
+    return {"printed": printed.getvalue(), "asm": asm, "metadata": {k: meta[k] for k in ("name", "num_warps", "num_stages", "shared") if k in meta}}
 
 
 def main() -> None:

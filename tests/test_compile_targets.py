@@ -35,13 +35,16 @@ def all_targets() -> list[Target]:
 
 
 def lesson_kernels() -> dict[tuple[str, str], object]:
-    found = {}
+    """Every @triton.jit function of lessons/ that is launched, not only called by another kernel
+    (helpers such as notebook 07's tile_coords are compiled inside the kernels that call them)."""
+    found, called = {}, set()
     for info in pkgutil.iter_modules(lessons.__path__):
         module = importlib.import_module(f"lessons.{info.name}")
         for name, value in vars(module).items():
             if type(value).__name__ in ("JITFunction", "InterpretedFunction") and value.fn.__module__ == module.__name__:
                 found[(module.__name__, name)] = value
-    return found
+                called |= {(module.__name__, n) for n in value.fn.__code__.co_names}
+    return {key: kernel for key, kernel in found.items() if key not in called}
 
 
 def test_every_lesson_kernel_has_a_compile_target():
@@ -79,7 +82,8 @@ def test_every_lesson_kernel_compiles_for_its_targets():
         for arch in t.archs:
             jobs.append(dict(kernel=kernels[(t.module, t.kernel)], signature=t.signature, constexprs=t.constexprs,
                              arch=arch, num_warps=t.num_warps, num_stages=t.num_stages))
-            labels.append(f"{t.module}.{t.kernel} {arch}")
+            pointers = sorted({v.lstrip("*") for v in t.signature.values() if v.startswith(("*", "tensordesc"))})
+            labels.append(f"{t.module}.{t.kernel} ({', '.join(pointers)}) {arch}")
     if not jobs:
         pytest.fail("no compile targets found in tests/compile_targets/")
     compiled = ki.compile_triton_jobs(jobs)
