@@ -22,14 +22,14 @@ Modules import one way: device -> peaks -> timing -> tuning/sweeps -> results; t
 
 from course_utils.device import DEVICE, HAS_CUDA, INTERPRET, environment, pick_size, print_environment
 from course_utils.peaks import DevicePeaks, lookup_peaks
-from course_utils.timing import BenchmarkResult, benchmark, device_peaks
+from course_utils.timing import BenchmarkResult, benchmark, benchmark_interleaved, device_peaks
 from course_utils.checks import Case, CheckReport, awkward_cases, check
 from course_utils.sweeps import sweep
 
 __all__ = [
     "DEVICE", "HAS_CUDA", "INTERPRET", "environment", "pick_size", "print_environment",
     "DevicePeaks", "device_peaks", "lookup_peaks",
-    "BenchmarkResult", "benchmark",
+    "BenchmarkResult", "benchmark", "benchmark_interleaved",
     "Case", "CheckReport", "awkward_cases", "check",
     "sweep",
 ]

@@ -167,6 +167,24 @@ def benchmark(fn: Callable[[], Any], *, bytes_moved: int | None = None, flops: i
     )
 
 
+def benchmark_interleaved(fns: dict[str, Callable[[], Any]], *, rounds: int = 5,
+                          **benchmark_kwargs: Any) -> dict[str, float]:
+    """Median over ``rounds`` of each function's `benchmark` median (ms), the functions timed in turn.
+
+    GPU clocks drift by several percent between runs and as the chip warms; timing A, B, A, B... rather
+    than A, A, A, B, B, B makes the drift hit every function alike, so their ratio is what counts.
+    """
+    if not isinstance(fns, dict) or not fns or not all(callable(f) for f in fns.values()):
+        raise TypeError("fns must be a non-empty dict of name -> function of no arguments")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append(benchmark(fn, **benchmark_kwargs).median_ms)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def measure_peaks() -> DevicePeaks:
     """Measure copy bandwidth and matmul FLOP/s on the current GPU (for GPUs not in the spec table)."""
     if not torch.cuda.is_available():

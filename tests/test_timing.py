@@ -108,3 +108,16 @@ def test_benchmark_agrees_with_do_bench(op):
     ratio = ours / theirs
     print(f"AGREEMENT {op}: course_utils {ours:.4f} ms, do_bench {theirs:.4f} ms, ratio {ratio:.4f}")
     assert abs(ratio - 1) < 0.05
+
+
+def test_benchmark_interleaved_times_every_function_each_round():
+    calls = []
+    fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    medians = cu.benchmark_interleaved(fns, rounds=3, device="cpu", warmup_ms=0, rep_ms=1e-3, max_reps=1)
+    assert set(medians) == {"a", "b"} and all(m >= 0 for m in medians.values())
+    # each round runs a, then b (1 estimate call + 1 timed call each): the pattern alternates
+    assert calls == ["a", "a", "b", "b"] * 3
+    with pytest.raises(ValueError):
+        cu.benchmark_interleaved(fns, rounds=0)
+    with pytest.raises(TypeError):
+        cu.benchmark_interleaved({})
