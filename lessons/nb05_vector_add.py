@@ -41,6 +41,37 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
     tl.store(out_ptr + offsets, (x + y).to(out_ptr.dtype.element_ty), mask=mask)
 
 
+import torch
+import triton
+
+import course_utils as cu
+
+SUPPORTED = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _validate(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
+        raise TypeError(f"x and y must be tensors, got {type(x).__name__} and {type(y).__name__}")
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must have the same shape, got {tuple(x.shape)} and {tuple(y.shape)}")
+    if x.dtype != y.dtype or x.dtype not in SUPPORTED:
+        raise TypeError(f"x and y must share one dtype of {SUPPORTED}, got {x.dtype} and {y.dtype}")
+    if x.device != y.device or x.device.type != cu.DEVICE.type:
+        raise ValueError(f"x and y must both be on {cu.DEVICE}, got {x.device} and {y.device}")
+    if x.numel() >= 2**31:
+        raise ValueError("this kernel computes offsets in int32: at most 2**31 - 1 elements")
+    return x.contiguous(), y.contiguous()            # no copy when already contiguous
+
+
+def add(x: torch.Tensor, y: torch.Tensor, block_size: int = 1024) -> torch.Tensor:
+    x, y = _validate(x, y)
+    out = torch.empty_like(x)
+    n = out.numel()
+    grid = (triton.cdiv(n, block_size),)
+    add_kernel[grid](x, y, out, n, BLOCK_SIZE=block_size)
+    return out
+
+
 # Solution (try it yourself first, then compare)
 import triton
 import triton.language as tl

@@ -20,6 +20,44 @@ def softmax_num_warps(block_size: int) -> int:
     return 4 if block_size <= 4096 else 8 if block_size <= 8192 else 16
 
 
+import torch
+import triton
+
+import course_utils as cu
+
+MAX_FUSED_COLS = 32768
+SUPPORTED = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _validate_rows(x: torch.Tensor, max_cols: int | None = MAX_FUSED_COLS) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in SUPPORTED:
+        raise TypeError(f"x must be one of {SUPPORTED}, got {x.dtype}")
+    if x.dim() != 2:
+        raise ValueError(f"x must be 2-D (rows x columns; softmax over the last dim), got shape {tuple(x.shape)}")
+    if x.device.type != cu.DEVICE.type:
+        raise ValueError(f"x must be on {cu.DEVICE}, got {x.device}")
+    if max_cols is not None and x.shape[1] > max_cols:
+        raise ValueError(f"rows of {x.shape[1]} elements do not fit in one block (at most {max_cols}); "
+                         "use a looping softmax (exercise 2) for longer rows")
+    if x.numel() >= 2**31:
+        raise ValueError("offsets are computed in int32: at most 2**31 - 1 elements")
+    return x if x.stride(1) == 1 else x.contiguous()
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    x = _validate_rows(x)
+    n_rows, n_cols = x.shape
+    out = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    if out.numel() == 0:
+        return out
+    block = triton.next_power_of_2(n_cols)
+    softmax_kernel[(n_rows,)](out, x, x.stride(0), out.stride(0), n_cols,
+                              BLOCK_SIZE=block, num_warps=softmax_num_warps(block))
+    return out
+
+
 import triton
 import triton.language as tl
 
