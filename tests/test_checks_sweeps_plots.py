@@ -91,3 +91,22 @@ def test_plots_draw_and_reject_unknown_providers():
     peaks = cu.lookup_peaks("NVIDIA H100 80GB HBM3")
     ax = plots.plot_roofline({"add": (1 / 12, 0.25), "matmul": (1000.0, 700.0)}, peaks)
     assert len(ax.collections) == 2
+
+
+def test_sweep_with_shared_inputs_calls_every_provider_on_the_same_arguments():
+    seen = {}
+
+    def record(name):
+        def fn(x, y):
+            seen.setdefault(name, set()).add((id(x), id(y), x.numel()))
+            return x + y
+        return fn
+
+    frame = cu.sweep({"a": record("a"), "b": record("b")}, [4, 8],
+                     inputs=lambda n: (torch.ones(n), torch.ones(n)), bytes_moved=lambda n: 12 * n,
+                     device="cpu", warmup_ms=0, rep_ms=1e-3, max_reps=1)
+    assert frame["provider"].tolist() == ["a", "b", "a", "b"] and frame["gbps"].notna().all()
+    assert {n for _, _, n in seen["a"]} == {4, 8}
+    assert seen["a"] == seen["b"]  # the very same tensors at each size
+    with pytest.raises(TypeError, match="inputs"):
+        cu.sweep({"a": record("a")}, [4], inputs=[1, 2])
