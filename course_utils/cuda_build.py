@@ -48,8 +48,8 @@ from typing import Sequence
 import torch
 
 from course_utils import device
-from course_utils.toolchain import (BuildError, ToolchainError, current_arch, first_error_line, require_host_compiler,
-                                    require_ninja, require_nvcc, run_tool, HOST_CFLAGS, toolchain_report)
+from course_utils.toolchain import (HOST_CFLAGS, BuildError, ToolchainError, current_arch, first_error_line, parse_arch,
+                                    require_host_compiler, require_ninja, require_nvcc, run_tool, toolchain_report)
 
 __all__ = [
     "BuildError", "ToolchainError", "build_extension", "compile_cuda", "compiler_log_path", "current_arch",
@@ -68,7 +68,7 @@ def default_cuda_cflags(arch: str | None = None) -> list[str]:
     arch = arch or current_arch()
     flags = ["-O3", "-lineinfo"]
     if arch:
-        number = arch.removeprefix("sm_").removeprefix("compute_")
+        number = parse_arch(arch)
         flags.append(f"-gencode=arch=compute_{number},code=sm_{number}")
     return flags
 
@@ -233,13 +233,12 @@ def compile_cuda(cuda_source: str, *, arch: str = "sm_90", output: str = "ptx",
     """
     if output not in ("ptx", "cubin"):
         raise ValueError(f"output must be 'ptx' or 'cubin', got {output!r}")
-    if not isinstance(arch, str) or not re.fullmatch(r"(sm|compute)_\d+[a-z]?", arch):
-        raise ValueError(f"arch must look like 'sm_90' (or 'sm_90a'), got {arch!r}")
+    target = f"sm_{parse_arch(arch)}" + ("a" if isinstance(arch, str) and arch.endswith("a") else "")
     if not isinstance(cuda_source, str) or not cuda_source.strip():
         raise ValueError("cuda_source must be the CUDA C++ source text")
     nvcc = require_nvcc()
     source = cuda_source
-    flags = ["-O3", "-lineinfo", f"-arch={arch.replace('compute_', 'sm_')}", *extra_flags]
+    flags = ["-O3", "-lineinfo", f"-arch={target}", *extra_flags]
     if output == "cubin":
         flags.append("--resource-usage")
     if _TORCH_HINTS.search(cuda_source):
