@@ -8,6 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
+# First, before any test module imports torchvision (which imports Triton): on a machine without CUDA
+# this switches Triton to its interpreter, and Triton must see that before any kernel is defined.
+import course_utils  # noqa: F401,E402
+
 sys.path.insert(0, str(Path(__file__).parent))  # tests/compile_targets is imported as `compile_targets`
 
 
