@@ -81,7 +81,8 @@ def test_every_lesson_kernel_compiles_for_its_targets():
     for t in all_targets():
         for arch in t.archs:
             jobs.append(dict(kernel=kernels[(t.module, t.kernel)], signature=t.signature, constexprs=t.constexprs,
-                             arch=arch, num_warps=t.num_warps, num_stages=t.num_stages))
+                             arch=arch, num_warps=t.num_warps, num_stages=t.num_stages,
+                             divisible_by_16=t.divisible_by_16))
             pointers = sorted({v.lstrip("*") for v in t.signature.values() if v.startswith(("*", "tensordesc"))})
             labels.append(f"{t.module}.{t.kernel} ({', '.join(pointers)}) {arch}")
     if not jobs:

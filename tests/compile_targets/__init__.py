@@ -23,5 +23,8 @@ class Target:
     archs: tuple[str, ...] = ALL_ARCHS
     num_warps: int = 4
     num_stages: int = 3
+    #: Arguments Triton may assume are multiples of 16 (None: every pointer, no integer), as the JIT
+    #: would specialize them for aligned tensors and sizes; it changes vector widths and registers.
+    divisible_by_16: tuple[str, ...] | None = None
     #: Why ``archs`` leaves out a GPU (e.g. "TMA needs sm_90; sm_75/80 use the pointer kernel").
     why_not_all: str = ""
