@@ -1,0 +1,636 @@
+"""Exported from notebooks/11_dlrm_case_study.ipynb by `python -m course_utils.export`: edit the notebook, not this file."""
+
+# Criteo-format click data: a synthetic generator, a reader for Parquet and Criteo's TSV day files,
+# and a Dataset of whole batches for torch's DataLoader.
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+import torch
+
+LABEL = "label"
+DENSE = [f"I{i}" for i in range(1, 14)]    # 13 integer (count) features
+SPARSE = [f"C{i}" for i in range(1, 27)]   # 26 categorical features, 32-bit hashed ids
+COLUMNS = [LABEL, *DENSE, *SPARSE]
+MISSING_ID = -1                            # a missing categorical value, once read into int64
+SCHEMA = pa.schema([(LABEL, pa.int8())] + [(c, pa.int32()) for c in DENSE] + [(c, pa.uint32()) for c in SPARSE])
+
+
+def _zipf_ranks(rng, vocab: int, n: int, exponent: float) -> np.ndarray:
+    """n draws from {0, ..., vocab-1} with P(rank k) proportional to 1 / (k + 1) ** exponent."""
+    cdf = np.cumsum(1.0 / np.arange(1, vocab + 1) ** exponent)
+    return np.minimum(np.searchsorted(cdf, rng.random(n) * cdf[-1]), vocab - 1)
+
+
+def _vocab_sizes(max_vocab: int) -> list[int]:
+    """Vocabulary per categorical feature: from 3 values to max_vocab, spread like Criteo's."""
+    spread = np.linspace(0.1, 1.0, len(SPARSE)) ** 1.5
+    order = np.random.default_rng(1).permutation(len(SPARSE))
+    return [max(3, int(round(max_vocab ** spread[i]))) for i in order]
+
+
+def _features(rng, n: int, spec: dict) -> tuple[dict, np.ndarray]:
+    """n rows of Criteo-like features, and the hidden rule's click logit (without its bias)."""
+    columns, logit, effects = {}, np.zeros(n), {}
+    for j, name in enumerate(DENSE):                       # heavy-tailed counts, some missing
+        values = np.floor(np.expm1(rng.gamma(1.2, spec["dense_scale"][j], n)))
+        if name == "I2":                                   # like Criteo's I2: a few small negatives
+            values -= rng.binomial(1, 0.05, n) * rng.integers(1, 4, n)
+        values = np.minimum(values, 2**31 - 1).astype(np.int32)
+        missing = rng.random(n) < spec["dense_missing"][j]
+        if j in spec["dense_weights"]:
+            logit += spec["dense_weights"][j] * np.where(missing, 0.0, np.log1p(np.maximum(values, 0)))
+        columns[name] = pa.array(values, mask=missing)
+    for f, name in enumerate(SPARSE):                      # Zipf-skewed ids, some missing
+        ranks = _zipf_ranks(rng, spec["vocab"][f], n, spec["zipf"][f])
+        missing = rng.random(n) < spec["sparse_missing"][f]
+        if f in spec["effects"]:
+            effects[f] = np.where(missing, 0.0, spec["effects"][f][ranks])
+            logit += effects[f]
+        columns[name] = pa.array(spec["ids"][f][ranks], mask=missing)
+    a, b = spec["pair"]                                    # one pairwise interaction of two features
+    logit += spec["pair_weight"] * effects[a] * effects[b]
+    return columns, logit
+
+
+def _table(rng, n: int, spec: dict) -> pa.Table:
+    columns, logit = _features(rng, n, spec)
+    labels = (rng.random(n) < 1 / (1 + np.exp(-(logit + spec["bias"])))).astype(np.int8)
+    return pa.table({LABEL: pa.array(labels), **columns}, schema=SCHEMA)
+
+
+def _spec(max_vocab: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    vocab = _vocab_sizes(max_vocab)
+    informative = [int(f) for f in rng.permutation(len(SPARSE)) if vocab[f] >= 10][:8]
+    return {
+        "vocab": vocab,
+        "ids": [rng.choice(2**32, size=v, replace=False).astype(np.uint32) for v in vocab],  # rank -> id
+        "zipf": rng.uniform(1.05, 1.4, len(SPARSE)),
+        "sparse_missing": np.where(rng.random(len(SPARSE)) < 0.3, rng.uniform(0.05, 0.4, len(SPARSE)), 0),
+        "dense_scale": rng.uniform(0.4, 1.5, len(DENSE)),
+        "dense_missing": np.where(rng.random(len(DENSE)) < 0.6, rng.uniform(0.02, 0.45, len(DENSE)), 0),
+        "dense_weights": {0: 0.25, 4: -0.2, 9: 0.15},
+        "effects": {f: rng.normal(0.0, 1.0, vocab[f]) for f in informative},
+        "pair": informative[:2],
+        "pair_weight": 0.6,
+        "bias": 0.0,
+    }
+
+
+def generate_criteo_like(folder, n_train: int, n_test: int, *, max_vocab: int = 100_000,
+                         positive_rate: float = 0.035, seed: int = 0) -> dict:
+    """Write train.parquet, test.parquet, day_sample.tsv and metadata.json (synthetic, Criteo's format).
+
+    Labels follow a hidden rule (three dense features, 8 categorical features with an effect per id,
+    one pairwise interaction), its bias set so that about positive_rate of the rows are clicks. A
+    folder that already holds data made with the same arguments is reused. Returns the metadata.
+    """
+    folder = Path(folder)
+    params = {"n_train": n_train, "n_test": n_test, "max_vocab": max_vocab, "positive_rate": positive_rate,
+              "seed": seed, "version": 1}
+    meta_path = folder / "metadata.json"
+    if meta_path.exists():
+        meta = json.loads(meta_path.read_text())
+        if meta.get("params") == params and all((folder / f).exists() for f in meta["files"].values()):
+            return meta
+    if not (0 < positive_rate < 0.5) or min(n_train, n_test) < 1:
+        raise ValueError("need 0 < positive_rate < 0.5 and at least one train and one test row")
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = _spec(max_vocab, seed)
+    _, logit = _features(np.random.default_rng(seed + 1), 50_000, spec)
+    lo, hi = -20.0, 5.0                                    # bisect the bias for the wanted click rate
+    for _ in range(40):
+        spec["bias"] = (lo + hi) / 2
+        rate = np.mean(1 / (1 + np.exp(-(logit + spec["bias"]))))
+        lo, hi = (spec["bias"], hi) if rate < positive_rate else (lo, spec["bias"])
+    files = {"train": "train.parquet", "test": "test.parquet", "tsv_sample": "day_sample.tsv"}
+    train = _table(np.random.default_rng(seed + 2), n_train, spec)
+    test = _table(np.random.default_rng(seed + 3), n_test, spec)
+    pq.write_table(train, folder / files["train"], row_group_size=1 << 20)
+    pq.write_table(test, folder / files["test"])
+    write_criteo_tsv(test.slice(0, min(n_test, 2000)), folder / files["tsv_sample"])
+    distinct = {c: len(pc.unique(pc.drop_null(pa.chunked_array(train[c].chunks + test[c].chunks))))
+                for c in SPARSE}
+    meta = {"synthetic": True, "params": params, "files": files, "rows": {"train": n_train, "test": n_test},
+            "cardinality": distinct, "positive_rate": {"train": pc.mean(train[LABEL]).as_py(),
+                                                       "test": pc.mean(test[LABEL]).as_py()}}
+    meta_path.write_text(json.dumps(meta, indent=1))
+    return meta
+
+
+def write_criteo_tsv(table: pa.Table, path) -> None:
+    """Write rows as a Criteo day file: tab-separated, no header, ids as 8 hex digits, empty if missing."""
+    out = {}
+    for name in COLUMNS:
+        column = table[name].combine_chunks()
+        if name in SPARSE:
+            hexed = np.char.mod("%08x", column.fill_null(0).to_numpy(zero_copy_only=False))
+            column = pa.array(hexed.astype(str), mask=column.is_null().to_numpy(zero_copy_only=False))
+        out[name] = pc.cast(column, pa.string())
+    lines = pc.binary_join_element_wise(*[pc.fill_null(out[c], "") for c in COLUMNS], "\t")
+    Path(path).write_text("\n".join(lines.to_pylist()) + "\n")
+
+
+_HEX = np.full(256, 255, dtype=np.uint8)
+for _i, _ch in enumerate(b"0123456789abcdef"):
+    _HEX[_ch] = _i
+    _HEX[ord(chr(_ch).upper())] = _i
+
+
+def _hex_ids(column: pa.ChunkedArray, name: str) -> pa.Array:
+    """8-hex-digit strings (nulls kept) -> uint32."""
+    strings = pc.cast(column.combine_chunks(), pa.string())
+    filled = pc.fill_null(strings, "00000000")
+    if len(filled) and not pc.all(pc.equal(pc.binary_length(filled), 8)).as_py():
+        raise ValueError(f"column {name}: categorical values must be 8 hex digits (or empty)")
+    offsets = np.frombuffer(filled.buffers()[1], dtype=np.int32)[filled.offset:filled.offset + len(filled) + 1]
+    raw = np.frombuffer(filled.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
+    digits = _HEX[raw].reshape(-1, 8)
+    if (digits == 255).any():
+        raise ValueError(f"column {name}: a categorical value is not hexadecimal")
+    values = (digits.astype(np.uint32) << np.arange(28, -1, -4, dtype=np.uint32)).sum(axis=1, dtype=np.uint32)
+    return pa.array(values, mask=strings.is_null().to_numpy(zero_copy_only=False))
+
+
+def read_criteo(path) -> pa.Table:
+    """A Criteo-format file as a table with SCHEMA: Parquet (ours or a converted day file) or a TSV day file.
+
+    TSV day files (day_0, day_0.gz, train.txt...) are Criteo's own format: label, 13 integers and 26
+    hex ids per line, tab-separated, empty fields missing. Raises ValueError naming missing columns.
+    """
+    path = Path(path)
+    with open(path, "rb") as f:
+        is_parquet = f.read(4) == b"PAR1"
+    if is_parquet:
+        table = pq.read_table(path)
+        missing = [c for c in COLUMNS if c not in table.column_names]
+        if missing:
+            raise ValueError(f"{path.name} lacks Criteo column(s) {missing}; expected {LABEL}, I1..I13, C1..C26")
+    else:
+        types = {LABEL: pa.int8(), **{c: pa.int32() for c in DENSE}, **{c: pa.string() for c in SPARSE}}
+        table = pa_csv.read_csv(path, read_options=pa_csv.ReadOptions(column_names=COLUMNS),
+                                parse_options=pa_csv.ParseOptions(delimiter="\t"),
+                                convert_options=pa_csv.ConvertOptions(column_types=types, strings_can_be_null=True))
+    arrays = []
+    for name, field in zip(SCHEMA.names, SCHEMA):
+        column = table[name]
+        if name in SPARSE and (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            arrays.append(_hex_ids(column, name))
+        else:
+            arrays.append(pc.cast(column, field.type))     # safe cast: out-of-range values raise
+    return pa.table(arrays, schema=SCHEMA)
+
+
+class CriteoDataset(torch.utils.data.Dataset):
+    """Rows of a Criteo-format file in memory; an item is a *batch*: ds[[i, j, ...]] -> (dense, ids, label).
+
+    dense: float32 (B, 13), raw counts with NaN where missing (negative values kept: the model decides);
+    ids: int64 (B, 26), the 32-bit ids with MISSING_ID where missing; label: float32 (B,).
+    """
+
+    def __init__(self, source):
+        table = source if isinstance(source, pa.Table) else read_criteo(source)
+        if table.schema != SCHEMA:
+            raise ValueError("a table passed directly must have SCHEMA (use read_criteo)")
+        labels = table[LABEL].to_numpy()
+        if table[LABEL].null_count or not np.isin(labels, (0, 1)).all():
+            raise ValueError("labels must be 0 or 1 with none missing")
+        self.label = labels.astype(np.float32)
+        self.dense = np.empty((table.num_rows, len(DENSE)), dtype=np.float32)
+        for j, name in enumerate(DENSE):
+            self.dense[:, j] = table[name].to_numpy(zero_copy_only=False)  # nulls become NaN
+        self.ids = np.empty((table.num_rows, len(SPARSE)), dtype=np.int64)
+        for j, name in enumerate(SPARSE):
+            self.ids[:, j] = pc.fill_null(pc.cast(table[name], pa.int64()), MISSING_ID).to_numpy()
+
+    def __len__(self) -> int:
+        return len(self.label)
+
+    def __getitem__(self, index):
+        index = np.asarray(index)
+        return (torch.from_numpy(self.dense[index]), torch.from_numpy(self.ids[index]),
+                torch.from_numpy(self.label[index]))
+
+
+def make_loader(dataset, batch_size: int, *, shuffle: bool = True, seed: int = 0, num_workers: int = 0,
+                pin_memory: bool = False) -> torch.utils.data.DataLoader:
+    """A DataLoader of whole batches: the sampler yields lists of indices, the dataset slices once per batch."""
+    from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    order = (RandomSampler(dataset, generator=torch.Generator().manual_seed(seed)) if shuffle
+             else SequentialSampler(dataset))
+    return DataLoader(dataset, batch_size=None, sampler=BatchSampler(order, batch_size, drop_last=shuffle),
+                      num_workers=num_workers, pin_memory=pin_memory, persistent_workers=num_workers > 0)
+
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def dense_transform(x: torch.Tensor) -> torch.Tensor:
+    """The model's reading of a raw count: missing (NaN) -> 0, negative -> 0, then log(1 + x)."""
+    return torch.log1p(torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0).clamp_min(0.0))
+
+
+def hash_rows(ids: torch.Tensor, table_sizes: torch.Tensor) -> torch.Tensor:
+    """Table row of every id: ids % size, computed where the ids are (no trip to the host).
+
+    torch.remainder takes the sign of the divisor, so every int64 id, MISSING_ID (-1) included, lands
+    in [0, size). ids: int64 (B, F); table_sizes: int64 (F,) of positive sizes.
+    """
+    if ids.dtype != torch.int64 or table_sizes.dtype != torch.int64:
+        raise TypeError(f"ids and table_sizes must be int64, got {ids.dtype} and {table_sizes.dtype}")
+    if ids.dim() != 2 or ids.shape[1] != table_sizes.numel():
+        raise ValueError(f"ids must be (batch, {table_sizes.numel()}), got {tuple(ids.shape)}")
+    return torch.remainder(ids, table_sizes)
+
+
+class VocabTokenizer:
+    """The paper cut: id -> row through a Python dict per feature, one feature at a time.
+
+    Each new id gets the next free row; row 0 is shared by missing ids and by ids that arrive once a
+    table is full (or, after freeze(), ids never seen in training). check=True also validates every
+    feature with two .item() calls (min and max), as defensive input code often does.
+    """
+
+    def __init__(self, table_sizes, *, check: bool = True):
+        self.sizes = [int(s) for s in table_sizes]
+        if any(s < 1 for s in self.sizes):
+            raise ValueError("table sizes must be >= 1")
+        self.vocab = [dict() for _ in self.sizes]
+        self.check, self.frozen = check, False
+
+    def freeze(self) -> "VocabTokenizer":
+        self.frozen = True
+        return self
+
+    def _row(self, vocab: dict, size: int, key: int) -> int:
+        row = vocab.get(key)
+        if row is None:
+            if key == -1 or self.frozen or len(vocab) >= size - 1:
+                return 0
+            row = vocab[key] = len(vocab) + 1
+        return row
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        if ids.dim() != 2 or ids.shape[1] != len(self.sizes):
+            raise ValueError(f"ids must be (batch, {len(self.sizes)}), got {tuple(ids.shape)}")
+        for f in range(ids.shape[1] if self.check else 0):      # validation: two host syncs per feature
+            if ids[:, f].min().item() < -1 or ids[:, f].max().item() >= 2**32:
+                raise ValueError(f"feature {f}: ids must be 32-bit or -1 (missing)")
+        columns = []
+        for f, (vocab, size) in enumerate(zip(self.vocab, self.sizes)):
+            uniq, inverse = torch.unique(ids[:, f], return_inverse=True)   # the device -> host round trip:
+            rows = [self._row(vocab, size, key) for key in uniq.tolist()]  # ids to Python, rows back
+            columns.append(torch.tensor(rows, dtype=torch.int64, device=ids.device)[inverse])
+        return torch.stack(columns, 1)
+
+
+def mlp(sizes, *, last_relu: bool) -> nn.Sequential:
+    layers = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(nn.Linear(a, b))
+        if i < len(sizes) - 2 or last_relu:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class DLRM(nn.Module):
+    """DLRM: bottom MLP on the dense features, one embedding table per categorical feature, the
+    pairwise dot products of all those vectors, and a top MLP that returns the click logit."""
+
+    def __init__(self, table_sizes, *, dim: int = 16, bottom=(64, 32), top=(64, 32), n_dense: int = 13):
+        super().__init__()
+        sizes = [int(s) for s in table_sizes]
+        self.bottom = mlp([n_dense, *bottom, dim], last_relu=True)
+        self.tables = nn.ModuleList(nn.Embedding(n, dim) for n in sizes)
+        for table, n in zip(self.tables, sizes):
+            nn.init.uniform_(table.weight, -1 / math.sqrt(n), 1 / math.sqrt(n))
+        k = len(sizes) + 1                                   # vectors per sample: dense + one per table
+        li, lj = torch.tril_indices(k, k, offset=-1)         # the k(k-1)/2 pairs below the diagonal
+        self.register_buffer("li", li, persistent=False)
+        self.register_buffer("lj", lj, persistent=False)
+        self.register_buffer("table_sizes", torch.tensor(sizes, dtype=torch.int64), persistent=False)
+        self.top = mlp([dim + k * (k - 1) // 2, *top, 1], last_relu=False)
+
+    def forward(self, dense: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        x = self.bottom(dense_transform(dense))                              # (B, dim)
+        vectors = [x] + [table(rows[:, f]) for f, table in enumerate(self.tables)]
+        t = torch.stack(vectors, dim=1)                                      # (B, k, dim)
+        dots = torch.bmm(t, t.transpose(1, 2))[:, self.li, self.lj]          # (B, k(k-1)/2)
+        return self.top(torch.cat([x, dots], dim=1)).squeeze(1)              # logits; sigmoid -> P(click)
+
+
+def rows_loss(model: DLRM, dense, rows, label) -> torch.Tensor:
+    """Mean logloss, given table rows (the sigmoid is inside the loss, for numerical stability)."""
+    return F.binary_cross_entropy_with_logits(model(dense, rows), label)
+
+
+def hashed_loss(model: DLRM, dense, ids, label) -> torch.Tensor:
+    """Mean logloss from raw ids: the modulus hash runs inside, on the device (and inside torch.compile)."""
+    return rows_loss(model, dense, hash_rows(ids, model.table_sizes), label)
+
+
+def roc_auc(scores, labels) -> float:
+    """Area under the ROC curve = P(a random positive scores above a random negative), ties half.
+
+    Mann-Whitney form: (sum of the positives' ranks - n_pos (n_pos + 1) / 2) / (n_pos n_neg), with tied
+    scores given their average rank.
+    """
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    y = np.asarray(labels).ravel()
+    if s.shape != y.shape or not np.isin(y, (0, 1)).all():
+        raise ValueError("scores and labels must have the same length, labels 0 or 1")
+    n_pos = int(y.sum())
+    n_neg = len(y) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        raise ValueError("AUC needs at least one positive and one negative")
+    if np.isnan(s).any():
+        raise ValueError("scores contain NaN")
+    _, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)                       # 1-based rank of the last member of each tie group
+    average_rank = ends - (counts - 1) / 2
+    return float((average_rank[inverse][y == 1].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def auc_standard_error(auc: float, n_pos: int, n_neg: int) -> float:
+    """Hanley and McNeil's (1982) standard error of an AUC measured on n_pos positives and n_neg negatives."""
+    q1, q2 = auc / (2 - auc), 2 * auc * auc / (1 + auc)
+    var = (auc * (1 - auc) + (n_pos - 1) * (q1 - auc * auc) + (n_neg - 1) * (q2 - auc * auc)) / (n_pos * n_neg)
+    return math.sqrt(max(var, 0.0))
+
+
+@torch.no_grad()
+def evaluate(model: DLRM, loader, device, to_rows=None) -> dict:
+    """Held-out AUC (with its standard error) and logloss. to_rows maps ids to rows (None: the hash)."""
+    model.eval()
+    logits, labels = [], []
+    for dense, ids, label in loader:
+        dense, ids = dense.to(device, non_blocking=True), ids.to(device, non_blocking=True)
+        rows = hash_rows(ids, model.table_sizes) if to_rows is None else to_rows(ids)
+        logits.append(model(dense, rows).float())
+        labels.append(label)
+    model.train()
+    logit, label = torch.cat(logits).cpu(), torch.cat(labels)
+    n_pos = int(label.sum())
+    auc = roc_auc(logit.numpy(), label.numpy())
+    return {"auc": auc, "auc_se": auc_standard_error(auc, n_pos, len(label) - n_pos),
+            "logloss": F.binary_cross_entropy_with_logits(logit, label).item(), "positives": n_pos}
+
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from course_utils.profiling import annotate
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One rung of the ladder: which paper cuts are still in the training loop."""
+
+    name: str
+    tokenizer: str        # "vocab+checks" (dict + .item() checks), "vocab" (dict only) or "hash" (on device)
+    sync_logging: bool    # .cpu() of the loss every step
+    compiled: bool = False
+
+
+#: The names of the annotate() ranges of a training step.
+ANNOTATED = ("data", "tokenize", "forward", "backward", "optimizer", "log")
+
+STAGES = [
+    Stage("0 naive", "vocab+checks", sync_logging=True),
+    Stage("1 no .item() checks", "vocab", sync_logging=True),
+    Stage("2 modulus hash on device", "hash", sync_logging=True),
+    Stage("3 no per-step .cpu()", "hash", sync_logging=False),
+    Stage("4 torch.compile", "hash", sync_logging=False, compiled=True),
+]
+
+
+def forever(loader):
+    """Batches from a DataLoader, epoch after epoch."""
+    while True:
+        yield from loader
+
+
+def train_steps(model, optimizer, batches, steps: int, stage: Stage, *, device, tokenizer=None,
+                loss_fn=None, losses=None, on_step=None) -> list:
+    """Run `steps` training steps of `stage`; returns the list of logged losses (tensors).
+
+    tokenizer: the VocabTokenizer of the "vocab" stages; loss_fn: hashed_loss or its compiled version
+    for the "hash" stages. on_step: called after each step (the profiler's step()).
+    """
+    losses = [] if losses is None else losses
+    for _ in range(steps):
+        with annotate("data"):
+            dense, ids, label = next(batches)
+            dense, ids, label = (t.to(device, non_blocking=True) for t in (dense, ids, label))
+        if stage.tokenizer == "hash":
+            with annotate("forward"):
+                loss = loss_fn(model, dense, ids, label)
+        else:
+            with annotate("tokenize"):
+                rows = tokenizer(ids)
+            with annotate("forward"):
+                loss = rows_loss(model, dense, rows, label)
+        with annotate("backward"):
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+        with annotate("optimizer"):
+            optimizer.step()
+        with annotate("log"):
+            losses.append(loss.detach().cpu() if stage.sync_logging else loss.detach())
+        if on_step is not None:
+            on_step()
+    return losses
+
+
+def naive_loop_report(cfg: dict) -> dict:
+    """Time and profile stage 0 in this process (section 4 runs it in subprocesses, with and without
+    CUDA_LAUNCH_BLOCKING=1): steps/s and the ops with the most self host time, per step.
+
+    cfg: table "sizes", "model" (DLRM keyword arguments), "batch", "steps" and the "data" file.
+    """
+    from torch.profiler import ProfilerActivity, profile
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    torch.manual_seed(0)
+    model = DLRM(cfg["sizes"], **cfg["model"]).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    tokenizer = VocabTokenizer(cfg["sizes"], check=True)
+    batches = forever(make_loader(CriteoDataset(cfg["data"]), cfg["batch"], pin_memory=cuda))
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+
+    def run(steps, **kwargs):
+        train_steps(model, optimizer, batches, steps, STAGES[0], device=device, tokenizer=tokenizer, **kwargs)
+        sync()
+
+    run(3)
+    start = time.perf_counter()
+    run(cfg["steps"])
+    steps_per_s = cfg["steps"] / (time.perf_counter() - start)
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        run(cfg["steps"])
+    ops = sorted(((e.key, e.self_cpu_time_total / 1e3 / cfg["steps"], e.count / cfg["steps"])
+                  for e in prof.key_averages() if e.key not in ANNOTATED), key=lambda row: -row[1])
+    return {"steps_per_s": steps_per_s, "ops": ops[:8]}
+
+
+import course_utils  # noqa: F401  (first: without a GPU it switches Triton to its interpreter)
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def bias_relu_kernel(x_ptr, bias_ptr, out_ptr, n_elements, n_cols, BLOCK: tl.constexpr):
+    # x is (rows, n_cols), contiguous, seen as one flat vector; bias has n_cols entries.
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+    b = tl.load(bias_ptr + offsets % n_cols, mask=mask).to(tl.float32)   # column of each element
+    y = tl.maximum(x + b, 0.0)
+    tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _check_bias_relu(x, bias) -> None:
+    if not isinstance(x, torch.Tensor) or not isinstance(bias, torch.Tensor):
+        raise TypeError("x and bias must be tensors")
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or bias.dtype != x.dtype:
+        raise TypeError(f"x and bias must share a float dtype (fp32, fp16, bf16), got {x.dtype} and {bias.dtype}")
+    if x.device != bias.device:
+        raise ValueError(f"x is on {x.device} but bias on {bias.device}")
+    if x.dim() < 1 or bias.dim() != 1 or x.shape[-1] != bias.numel():
+        raise ValueError(f"bias must be 1-D with x.shape[-1] entries: x {tuple(x.shape)}, bias {tuple(bias.shape)}")
+    if x.numel() >= 2**31:
+        raise ValueError("x has 2^31 elements or more: the kernel's offsets are 32-bit")
+
+
+def bias_relu(x: torch.Tensor, bias: torch.Tensor, block: int = 1024) -> torch.Tensor:
+    """relu(x + bias) in one pass over memory: bias broadcast along the last dimension of x."""
+    _check_bias_relu(x, bias)
+    x, bias = x.contiguous(), bias.contiguous()
+    out = torch.empty_like(x)
+    n = x.numel()
+    if n:
+        bias_relu_kernel[(triton.cdiv(n, block),)](x, bias, out, n, x.shape[-1], BLOCK=block)
+    return out
+
+
+from course_utils.cuda_build import build_extension
+
+BIAS_RELU_CUDA = r"""
+#include <cuda_runtime.h>
+
+// One thread per element: out[i] = max(x[i] + bias[i % cols], 0).
+__global__ void bias_relu_kernel(const float* __restrict__ x, const float* __restrict__ bias,
+                                 float* __restrict__ out, unsigned n, unsigned cols) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = fmaxf(x[i] + bias[i % cols], 0.0f);
+}
+
+// One thread per 4 elements, one 16-byte load and store (needs cols % 4 == 0 and aligned x, out).
+__global__ void bias_relu_vec4_kernel(const float4* __restrict__ x, const float* __restrict__ bias,
+                                      float4* __restrict__ out, unsigned n4, unsigned cols) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n4) return;
+    float4 v = x[i];
+    const float* b = bias + (4 * i) % cols;   // the 4 elements share a row: cols is a multiple of 4
+    v.x = fmaxf(v.x + b[0], 0.0f);
+    v.y = fmaxf(v.y + b[1], 0.0f);
+    v.z = fmaxf(v.z + b[2], 0.0f);
+    v.w = fmaxf(v.w + b[3], 0.0f);
+    out[i] = v;
+}
+
+cudaError_t launch_bias_relu(const float* x, const float* bias, float* out, unsigned n, unsigned cols,
+                             bool vec4, cudaStream_t stream) {
+    const unsigned threads = 256;
+    if (vec4) {
+        unsigned n4 = n / 4;
+        bias_relu_vec4_kernel<<<(n4 + threads - 1) / threads, threads, 0, stream>>>(
+            reinterpret_cast<const float4*>(x), bias, reinterpret_cast<float4*>(out), n4, cols);
+    } else {
+        bias_relu_kernel<<<(n + threads - 1) / threads, threads, 0, stream>>>(x, bias, out, n, cols);
+    }
+    return cudaGetLastError();
+}
+"""
+
+BIAS_RELU_CPP = r"""
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+#include <cstdint>
+
+cudaError_t launch_bias_relu(const float* x, const float* bias, float* out, unsigned n, unsigned cols,
+                             bool vec4, cudaStream_t stream);
+
+torch::Tensor bias_relu_cuda(torch::Tensor x, torch::Tensor bias) {
+    TORCH_CHECK_TYPE(x.is_cuda() && bias.device() == x.device(), "bias_relu_cuda: x and bias must be on one CUDA device");
+    TORCH_CHECK_TYPE(x.scalar_type() == torch::kFloat && bias.scalar_type() == torch::kFloat,
+                     "bias_relu_cuda: x and bias must be float32, got ", x.scalar_type(), " and ", bias.scalar_type());
+    TORCH_CHECK_VALUE(x.dim() >= 1 && bias.dim() == 1, "bias_relu_cuda: x must have >= 1 dimension, bias exactly 1");
+    TORCH_CHECK_VALUE(x.size(-1) == bias.numel(), "bias_relu_cuda: bias must have x.size(-1) = ", x.size(-1),
+                      " entries, got ", bias.numel());
+    TORCH_CHECK_VALUE(x.numel() < (int64_t(1) << 31), "bias_relu_cuda: x must have fewer than 2^31 elements");
+    const c10::cuda::CUDAGuard guard(x.device());   // launch on x's GPU, on its current stream
+    x = x.contiguous();
+    bias = bias.contiguous();
+    auto out = torch::empty_like(x, at::MemoryFormat::Contiguous);
+    if (x.numel() == 0) return out;
+    bool vec4 = x.size(-1) % 4 == 0 && reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0 &&
+                reinterpret_cast<uintptr_t>(out.data_ptr()) % 16 == 0;
+    cudaError_t err = launch_bias_relu(x.data_ptr<float>(), bias.data_ptr<float>(), out.data_ptr<float>(),
+                                       x.numel(), x.size(-1), vec4, c10::cuda::getCurrentCUDAStream());
+    TORCH_CHECK(err == cudaSuccess, "bias_relu_cuda: kernel launch failed: ", cudaGetErrorString(err));
+    return out;
+}
+"""
+
+
+def build_bias_relu_cuda():
+    """Build (or load from the cache) the CUDA extension; needs a CUDA GPU and nvcc."""
+    return build_extension("nb11_bias_relu", BIAS_RELU_CPP, BIAS_RELU_CUDA, functions=["bias_relu_cuda"])
+
+
+# Solution to exercise 2 (try it yourself first, then compare)
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_backward_kernel(grad_ptr, y_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
+    grad = tl.load(grad_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, tl.where(y > 0, grad, tl.zeros_like(grad)), mask=mask)
+
+
+def relu_backward(grad: torch.Tensor, y: torch.Tensor, block: int = 1024) -> torch.Tensor:
+    """Gradient of ReLU: grad where the ReLU's output y is positive, else 0."""
+    if not isinstance(grad, torch.Tensor) or not isinstance(y, torch.Tensor):
+        raise TypeError("grad and y must be tensors")
+    if grad.shape != y.shape or grad.dtype != y.dtype or grad.device != y.device:
+        raise ValueError(f"grad and y must match in shape, dtype and device: {grad.shape}/{grad.dtype}/{grad.device} "
+                         f"vs {y.shape}/{y.dtype}/{y.device}")
+    if grad.numel() >= 2**31:
+        raise ValueError("more than 2^31 - 1 elements: the kernel's offsets are 32-bit")
+    grad, y = grad.contiguous(), y.contiguous()
+    out = torch.empty_like(grad)
+    if out.numel():
+        relu_backward_kernel[(triton.cdiv(out.numel(), block),)](grad, y, out, out.numel(), BLOCK=block)
+    return out
