@@ -95,6 +95,8 @@ _SASS_COUNTERS: dict[str, re.Pattern[str]] = {
     "LDSM": re.compile(r"\bLDSM\b"),
     "HMMA": re.compile(r"\bHMMA\b"),
     "HGMMA": re.compile(r"\bHGMMA\b"),
+    "QGMMA": re.compile(r"\bQGMMA\b"),  # fp8 warpgroup MMA (Hopper)
+    "IGMMA": re.compile(r"\bIGMMA\b"),  # int8 warpgroup MMA (Hopper)
     "LDL": re.compile(r"\bLDL\b"),
     "STL": re.compile(r"\bSTL\b"),
     "BAR": re.compile(r"\bBAR\b"),
@@ -239,7 +241,7 @@ def summarize(name: str, arch: str, language: str, ptx: str, sass: str | None = 
         shared_memory_ops=p["ld.shared"] + p["st.shared"] + p["cp.async"] + p["ldmatrix"],
         tensor_core_ops=p["mma"] + p["wgmma"], tensor_core_kind=kind,
         sass_instructions=s.get("instructions") if s else None,
-        sass_tensor_core_ops=(s["HMMA"] + s["HGMMA"]) if s else None,
+        sass_tensor_core_ops=(s["HMMA"] + s["HGMMA"] + s["QGMMA"] + s["IGMMA"]) if s else None,
         sass_128bit_loads=s.get("LDG.128") if s else None,
         ptx=p, sass=s,
     )

@@ -63,3 +63,14 @@ def test_no_cell_is_skipped_or_left_failing(path):
         assert "NBVAL_SKIP" not in _source(cell), "never skip silently: say what ran instead"
         assert not any(o.get("output_type") == "error" for o in cell.get("outputs", [])), \
             f"{path.name} has a cell that failed in its committed run: {_source(cell)[:80]!r}"
+
+
+def test_readme_lists_every_notebook_and_says_which_have_cpu_outputs():
+    readme = (NOTEBOOKS[0].parent.parent / "README.md").read_text(encoding="utf-8")
+    for path in NOTEBOOKS:
+        row = next((line for line in readme.splitlines() if line.startswith(f"| [{path.stem}](notebooks/{path.name})")),
+                   None)
+        assert row is not None, f"README's lessons table has no row for {path.name}"
+        cpu_outputs = CPU_OUTPUTS_BANNER in _source(_cells(path)[0])
+        assert ("*CPU outputs*" in row) == cpu_outputs, f"README's row for {path.name} must say *CPU outputs* " \
+                                                        "exactly when the notebook carries the CPU-run banner"
