@@ -72,21 +72,6 @@ def add(x: torch.Tensor, y: torch.Tensor, block_size: int = 1024) -> torch.Tenso
     return out
 
 
-# Solution (try it yourself first, then compare)
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n_elements, BLOCK_SIZE: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offsets < n_elements
-    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
-    y = tl.load(y_ptr + offsets, mask=mask).to(tl.float32)
-    tl.store(out_ptr + offsets, (alpha * x + y).to(out_ptr.dtype.element_ty), mask=mask)
-
-
-# Solution (try it yourself first, then compare)
 import triton
 import triton.language as tl
 

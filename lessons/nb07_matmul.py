@@ -77,26 +77,3 @@ def matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
 def empty_kernel(x_ptr):
     """Does nothing: timing its launch measures what a Triton call costs on the host."""
     pass
-
-
-# Solution of exercise 2 (try it yourself first, then compare)
-@triton.jit
-def split_k_kernel(a_ptr, b_ptr, part_ptr, M, N, K, k_per_split,
-                   stride_am, stride_ak, stride_bk, stride_bn,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    pid_m = tl.program_id(0) // tl.cdiv(N, BLOCK_N)
-    pid_n = tl.program_id(0) % tl.cdiv(N, BLOCK_N)
-    split = tl.program_id(1)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    k_end = tl.minimum(K, (split + 1) * k_per_split)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, k_per_split, BLOCK_K):
-        offs_k = split * k_per_split + k0 + tl.arange(0, BLOCK_K)
-        a = tl.load(a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak,
-                    mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_end), other=0.0)
-        b = tl.load(b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn,
-                    mask=(offs_k[:, None] < k_end) & (offs_n[None, :] < N), other=0.0)
-        acc = tl.dot(a, b, acc)
-    part = part_ptr + split * M * N + offs_m[:, None] * N + offs_n[None, :]
-    tl.store(part, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))

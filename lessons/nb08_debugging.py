@@ -42,25 +42,3 @@ def double_2d_kernel(x_ptr, out_ptr, n_rows, n_cols, stride_xr, stride_xc,
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
     x = tl.load(x_ptr + rows[:, None] * stride_xr + cols[None, :] * stride_xc, mask=mask)   # fixed
     tl.store(out_ptr + rows[:, None] * n_cols + cols[None, :], 2 * x, mask=mask)
-
-
-# Solution of exercise 1 (try it yourself first, then compare)
-# Lane 0 reads x_ptr + n, one element past the end (a guard zone would show x[n] read and x[0] never
-# used): the index must be n - 1 - offs.
-@triton.jit
-def flip_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + (n - 1 - offs), mask=mask)
-    tl.store(out_ptr + offs, x, mask=mask)
-
-
-# Solution of exercise 2 (try it yourself first, then compare)
-@triton.jit
-def double_2d_into_kernel(x_ptr, out_ptr, n_rows, n_cols, stride_xr, stride_xc, stride_or, stride_oc,
-                          BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
-    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
-    cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
-    x = tl.load(x_ptr + rows[:, None] * stride_xr + cols[None, :] * stride_xc, mask=mask)
-    tl.store(out_ptr + rows[:, None] * stride_or + cols[None, :] * stride_oc, 2 * x, mask=mask)

@@ -603,34 +603,3 @@ torch::Tensor bias_relu_cuda(torch::Tensor x, torch::Tensor bias) {
 def build_bias_relu_cuda():
     """Build (or load from the cache) the CUDA extension; needs a CUDA GPU and nvcc."""
     return build_extension("nb11_bias_relu", BIAS_RELU_CPP, BIAS_RELU_CUDA, functions=["bias_relu_cuda"])
-
-
-# Solution to exercise 2 (try it yourself first, then compare)
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def relu_backward_kernel(grad_ptr, y_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n_elements
-    grad = tl.load(grad_ptr + offsets, mask=mask)
-    y = tl.load(y_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, tl.where(y > 0, grad, tl.zeros_like(grad)), mask=mask)
-
-
-def relu_backward(grad: torch.Tensor, y: torch.Tensor, block: int = 1024) -> torch.Tensor:
-    """Gradient of ReLU: grad where the ReLU's output y is positive, else 0."""
-    if not isinstance(grad, torch.Tensor) or not isinstance(y, torch.Tensor):
-        raise TypeError("grad and y must be tensors")
-    if grad.shape != y.shape or grad.dtype != y.dtype or grad.device != y.device:
-        raise ValueError(f"grad and y must match in shape, dtype and device: {grad.shape}/{grad.dtype}/{grad.device} "
-                         f"vs {y.shape}/{y.dtype}/{y.device}")
-    if grad.numel() >= 2**31:
-        raise ValueError("more than 2^31 - 1 elements: the kernel's offsets are 32-bit")
-    grad, y = grad.contiguous(), y.contiguous()
-    out = torch.empty_like(grad)
-    if out.numel():
-        relu_backward_kernel[(triton.cdiv(out.numel(), block),)](grad, y, out, out.numel(), BLOCK=block)
-    return out

@@ -13,6 +13,4 @@ TARGETS = [
     Target(M, "softmax_kernel", {**ROWS, "out_ptr": "*bf16", "in_ptr": "*bf16"}, {"BLOCK_SIZE": 8192}, num_warps=8),
     Target(M, "softmax_persistent_kernel", {**ROWS, "n_rows": "i32"}, {"BLOCK_SIZE": 8192, "NUM_STAGES": 2},
            num_warps=8),
-    Target(M, "log_softmax_kernel", ROWS, {"BLOCK_SIZE": 4096}),
-    Target(M, "softmax_looped_kernel", ROWS, {"BLOCK_SIZE": 1024}),
 ]

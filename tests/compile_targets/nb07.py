@@ -21,7 +21,4 @@ TARGETS = [
            archs=("sm_90",), num_warps=8,
            why_not_all="TMA needs sm_90; on sm_75/sm_80 notebook 07's matmul() takes the blocked kernel"),
     Target(M, "empty_kernel", {"x_ptr": "*fp32"}),
-    Target(M, "split_k_kernel", {"a_ptr": "*fp16", "b_ptr": "*fp16", "part_ptr": "*fp32", "M": "i32", "N": "i32",
-                                 "K": "i32", "k_per_split": "i32", "stride_am": "i32", "stride_bk": "i32"},
-           {"stride_ak": 1, "stride_bn": 1, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64}),
 ]

@@ -13,6 +13,4 @@ TARGETS = [
     Target(M, "add_kernel_fixed", VEC, {"BLOCK_SIZE": 1024}),
     Target(M, "double_2d_kernel_buggy", GRID_2D, BLOCKS_2D),
     Target(M, "double_2d_kernel", GRID_2D, BLOCKS_2D),
-    Target(M, "flip_kernel", {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}, {"BLOCK": 1024}),
-    Target(M, "double_2d_into_kernel", {**GRID_2D, "stride_or": "i32", "stride_oc": "i32"}, BLOCKS_2D),
 ]

@@ -14,6 +14,4 @@ TARGETS = [
            divisible_by_16=("x_ptr", "bias_ptr", "out_ptr", "n_elements", "n_cols")),
     Target(M, "bias_relu_kernel", {**BIAS_RELU, "x_ptr": "*fp16", "bias_ptr": "*fp16", "out_ptr": "*fp16"},
            {"BLOCK": 1024}),
-    Target(M, "relu_backward_kernel", {"grad_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n_elements": "i32"},
-           {"BLOCK": 1024}),
 ]

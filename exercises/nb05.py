@@ -1,0 +1,64 @@
+"""Notebook 05 (Triton vector add): axpy, a broadcasting add over any strides, a sum with atomics."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import strategies as st
+
+from course_utils.device import pick_size
+from course_utils.grading import Exercise, Inputs
+from exercises import sizes, tensor_arg
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@st.composite
+def _axpy_inputs(draw) -> Inputs:
+    n, dtype = draw(sizes(pick_size(1 << 20, 5000))), draw(st.sampled_from(DTYPES))
+    alpha = draw(st.sampled_from((2.5, -1.0, 0.0, 1e-3)))
+    x, about_x = tensor_arg(draw, "x", (n,), dtype, ("contiguous", "strided"))
+    y, about_y = tensor_arg(draw, "y", (n,), dtype, ("contiguous", "strided"), seed=1)
+    return Inputs(lambda: (alpha, x(), y()), f"alpha={alpha}, {about_x}, {about_y}")
+
+
+def _axpy(alpha: float, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return (alpha * x.float() + y.float()).to(x.dtype)
+
+
+AXPY = Exercise(
+    "05.1 axpy", "axpy(alpha, x, y) = alpha * x + y for 1-D x, y of one dtype (fp32/fp16/bf16), as a Triton kernel",
+    _axpy, _axpy_inputs(), DTYPES)
+
+
+@st.composite
+def _bias_inputs(draw) -> Inputs:
+    rows, cols = draw(sizes(pick_size(512, 9), block=8)), draw(sizes(pick_size(4096, 300), block=128))
+    dtype = draw(st.sampled_from(DTYPES))
+    x, about_x = tensor_arg(draw, "x", (rows, cols), dtype, ("contiguous", "sliced", "transposed", "strided"))
+    b, about_b = tensor_arg(draw, "bias", (cols,), dtype, ("contiguous", "strided"), seed=1)
+    return Inputs(lambda: (x(), b()), f"{about_x}, {about_b}")
+
+
+def _add_bias(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return (x.float() + bias.float()).to(x.dtype)
+
+
+ADD_BIAS = Exercise(
+    "05.2 add_bias", "add_bias(x, bias) = x + bias[None, :] for a 2-D x and a 1-D bias of any strides, no copies",
+    _add_bias, _bias_inputs(), DTYPES)
+
+
+@st.composite
+def _sum_inputs(draw) -> Inputs:
+    n, dtype = draw(sizes(pick_size(1 << 22, 8000))), draw(st.sampled_from(DTYPES))
+    x, about_x = tensor_arg(draw, "x", (n,), dtype, scale=draw(st.sampled_from((1.0, 30.0))))
+    return Inputs(lambda: (x(),), about_x)
+
+
+def _vector_sum(x: torch.Tensor) -> torch.Tensor:
+    return x.double().sum().float()
+
+
+VECTOR_SUM = Exercise(
+    "05.3 vector_sum", "vector_sum(x): the sum of a 1-D x as a 0-d float32 tensor, one tl.atomic_add per program",
+    _vector_sum, _sum_inputs(), DTYPES, rtol=1e-4, atol=1e-3)

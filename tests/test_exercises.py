@@ -1,0 +1,188 @@
+"""The exercises at the end of notebooks 03-09 and 11 (exercises/, solutions/, course_utils.grading).
+
+- every reference solution passes its grader, within the time bound;
+- every exercise has at least three plausible wrong answers (tests/wrong_solutions/), and each fails its
+  grader with a message that says what is wrong (the test asserts on the words), within the time bound;
+- an unfilled stub (None, or raising NotImplementedError) is "not attempted yet", at once;
+- the solutions' Triton kernels compile for sm_90 (what test_compile_targets does for lessons/).
+
+On a CPU the C++ twins of notebooks 03 and 04 (the reference and the wrong variants) are built into one
+extension, once (a build costs 25-40 s here). On a GPU the CUDA solutions are built and graded instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+import course_utils as cu  # noqa: F401 - first: on a CPU it switches Triton to its interpreter
+from course_utils import kernel_inspect as ki
+from course_utils.grading import NOT_ATTEMPTED, Exercise, grade
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/wrong_solutions is imported as wrong_solutions
+
+#: The bound on one grading (a solution passing, or a wrong answer failing and being shrunk) on the CI
+#: machine: 2 cores, Triton's interpreter. Measured on such a machine: at most 2.4 s (07.1, whose reference
+#: runs tile_order_kernel in the interpreter), and 6 s for the first 09 grading, which compiles its kernels.
+SECONDS_PER_GRADING = 20.0
+NOTEBOOKS = ("nb03", "nb04", "nb05", "nb06", "nb07", "nb08", "nb09", "nb11")
+
+#: exercise -> its reference solution in solutions.nbNN ("cpp:" names: the C++ twin in the fixtures' extension)
+SOLUTIONS = {
+    "nb03": {"IDLE_THREADS": "idle_threads", "SQUARE_STRIDED": "cpp:square_strided_ref"},
+    "nb04": {"TILE_INTENSITY": "tile_intensity", "STORE_WAVEFRONTS": "transposed_store_wavefronts", "WAVES": "waves",
+             "RUNG4": "cpp:gemm_rung4_ref"},
+    "nb05": {"AXPY": "axpy", "ADD_BIAS": "add_bias", "VECTOR_SUM": "vector_sum"},
+    "nb06": {"LOG_SOFTMAX": "log_softmax", "SOFTMAX_LOOPED": "softmax_looped"},
+    "nb07": {"GROUPED_ORDER": "grouped_order", "SPLIT_K": "matmul_split_k", "LINEAR": "linear"},
+    "nb08": {"FLIP": "flip", "DOUBLE_INTO": "double_2d_into", "TRANSPOSE": "transpose"},
+    "nb09": {"WIDEST_LOAD": "widest_load_bits", "COUNT_OPCODE": "count_opcode", "LOAD_BYTES": "load_bytes_per_thread"},
+    "nb11": {"ITEM_CALLS": "item_calls_in_range", "RELU_BACKWARD": "relu_backward"},
+}
+
+
+def _exercises(nb: str) -> dict[str, Exercise]:
+    module = importlib.import_module(f"exercises.{nb}")
+    return {name: value for name, value in vars(module).items() if isinstance(value, Exercise)}
+
+
+def _wrong(nb: str) -> list[tuple]:
+    return importlib.import_module(f"wrong_solutions.{nb}").WRONG
+
+
+@pytest.fixture(scope="module")
+def cpp_ext():
+    """The C++ twins of notebooks 03 and 04 (reference and wrong variants) in one extension, built once."""
+    if cu.HAS_CUDA:
+        pytest.skip("on a GPU the CUDA builds are graded (test_cuda_solutions_pass_on_a_gpu)")
+    if shutil.which("c++") is None and shutil.which("g++") is None or shutil.which("ninja") is None:
+        pytest.skip("needs a C++ compiler and ninja")
+    from course_utils.cuda_build import build_extension
+
+    sources = {**importlib.import_module("wrong_solutions.nb03").CPP,
+               **importlib.import_module("wrong_solutions.nb04").CPP}
+    cpp = "constexpr auto kDevice = c10::DeviceType::CPU;\n" + "\n".join(sources.values())
+    return build_extension("exercise_fixtures", cpp, functions=list(sources))
+
+
+def _function(nb: str, name, request):
+    if not isinstance(name, str):
+        return name
+    if name.startswith("cpp:"):
+        return getattr(request.getfixturevalue("cpp_ext"), name[4:])
+    return getattr(importlib.import_module(f"solutions.{nb}"), name)
+
+
+def test_every_exercise_has_a_solution_and_three_wrong_answers():
+    for nb in NOTEBOOKS:
+        exercises = _exercises(nb)
+        assert set(exercises) == set(SOLUTIONS[nb]), f"{nb}: {sorted(exercises)} vs {sorted(SOLUTIONS[nb])}"
+        assert 2 <= len(exercises) <= 4, f"{nb}: a notebook ends with 2-4 exercises"
+        for exercise in exercises.values():
+            wrong = [w for w in _wrong(nb) if w[0] is exercise]
+            assert len(wrong) >= 3, f"{exercise.name}: {len(wrong)} wrong answers, at least 3 wanted"
+
+
+@pytest.mark.parametrize("nb, name", [(nb, name) for nb in NOTEBOOKS for name in SOLUTIONS[nb]])
+def test_solution_passes(nb, name, request):
+    exercise, solution = _exercises(nb)[name], SOLUTIONS[nb][name]
+    if cu.HAS_CUDA and solution.startswith("cpp:"):
+        pytest.skip("a C++ twin: graded on a CPU; the GPU test grades the CUDA build")
+    report = grade(exercise, _function(nb, solution, request), quiet=True)
+    assert report.passed, str(report)
+    assert report.cases >= exercise.examples[cu.HAS_CUDA] // 2, f"{exercise.name}: only {report.cases} cases ran"
+    assert report.seconds < SECONDS_PER_GRADING, f"{exercise.name}: {report.seconds:.1f} s"
+
+
+@pytest.mark.parametrize("nb, index", [(nb, i) for nb in NOTEBOOKS for i in range(len(_wrong(nb)))],
+                         ids=lambda v: v if isinstance(v, str) else str(v))
+def test_wrong_answer_fails_with_a_helpful_message(nb, index, request):
+    exercise, label, fn, words = _wrong(nb)[index]
+    if cu.HAS_CUDA and isinstance(fn, str):
+        pytest.skip("a C++ twin: graded on a CPU")
+    report = grade(exercise, _function(nb, fn, request), quiet=True)
+    assert report.status == "FAILED", f"{exercise.name}, {label}: the grader let it pass ({report})"
+    assert report.message.startswith("The smallest failing case: "), str(report)
+    missing = [w for w in words if w not in report.message]
+    assert not missing, f"{exercise.name}, {label}: {missing} not in {report.message!r}"
+    assert report.seconds < SECONDS_PER_GRADING, f"{exercise.name}, {label}: {report.seconds:.1f} s"
+
+
+def test_unfilled_stubs_are_not_attempted(capsys):
+    def stub(*args):
+        raise NotImplementedError("write me")
+
+    for nb in NOTEBOOKS:
+        for exercise in _exercises(nb).values():
+            for fn in (None, stub):
+                report = grade(exercise, fn)
+                assert report.status == NOT_ATTEMPTED and report.seconds < 2, (exercise.name, report)
+                assert capsys.readouterr().out == f"{exercise.name}: {NOT_ATTEMPTED}\n"
+    build = importlib.import_module("exercises.nb03").build_square_strided
+    assert build("// TODO", "// TODO", "// TODO") is None  # templates are not built (a build costs a minute)
+    assert importlib.import_module("exercises.nb04").build_rung4("// TODO", "// TODO") is None
+
+
+def test_grade_refuses_what_is_not_a_function():
+    with pytest.raises(TypeError, match="the function you wrote"):
+        grade(_exercises("nb05")["AXPY"], "axpy")
+
+
+def test_solution_kernels_compile_for_sm_90():
+    """The solutions' Triton kernels, as test_compile_targets compiles lessons/ (here for the H100 only)."""
+    solutions = {nb: importlib.import_module(f"solutions.{nb}") for nb in ("nb05", "nb06", "nb07", "nb08", "nb11")}
+    fp32 = {"x_ptr": "*fp32", "out_ptr": "*fp32"}
+    rows = {"out_ptr": "*fp32", "in_ptr": "*fp32", "in_row_stride": "i32", "out_row_stride": "i32", "n_cols": "i32"}
+    mm = {"M": "i32", "N": "i32", "K": "i32", "stride_am": "i32", "stride_bk": "i32"}
+    unit = {"stride_ak": 1, "stride_bn": 1}  # unit strides are constants, as the JIT specializes them
+    grid2d = {"n_rows": "i32", "n_cols": "i32", "stride_xr": "i32", "stride_xc": "i32"}
+    targets = {
+        ("nb05", "axpy_kernel"): ({**fp32, "y_ptr": "*fp32", "alpha": "fp32", "n_elements": "i32"},
+                                  {"BLOCK_SIZE": 1024}),
+        ("nb05", "add_bias_kernel"): ({"x_ptr": "*fp16", "b_ptr": "*fp16", "out_ptr": "*fp16", **grid2d,
+                                       "stride_b": "i32"}, {"BLOCK_SIZE": 1024}),
+        ("nb05", "vector_sum_kernel"): ({**fp32, "n_elements": "i32"}, {"BLOCK_SIZE": 1024}),
+        ("nb06", "log_softmax_kernel"): (rows, {"BLOCK_SIZE": 4096}),
+        ("nb06", "softmax_looped_kernel"): (rows, {"BLOCK_SIZE": 1024}),
+        ("nb07", "linear_kernel"): ({"a_ptr": "*fp16", "b_ptr": "*fp16", "bias_ptr": "*fp16", "c_ptr": "*fp16", **mm,
+                                     "stride_cm": "i32"},
+                                    {**unit, "stride_bias": 1, "stride_cn": 1, "BLOCK_M": 128, "BLOCK_N": 128,
+                                     "BLOCK_K": 64, "GROUP_M": 8, "ACTIVATION": "gelu_tanh"}),
+        ("nb07", "split_k_kernel"): ({"a_ptr": "*fp16", "b_ptr": "*fp16", "part_ptr": "*fp32", **mm,
+                                      "k_per_split": "i32"}, {**unit, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64}),
+        ("nb08", "flip_kernel"): ({**fp32, "n": "i32"}, {"BLOCK": 1024}),
+        ("nb08", "double_2d_into_kernel"): ({**fp32, **grid2d, "stride_or": "i32", "stride_oc": "i32"},
+                                            {"BLOCK_R": 16, "BLOCK_C": 32}),
+        ("nb08", "transpose_kernel"): ({**fp32, **grid2d}, {"BLOCK": 32}),
+        ("nb11", "relu_backward_kernel"): ({"grad_ptr": "*bf16", "y_ptr": "*bf16", "out_ptr": "*bf16",
+                                            "n_elements": "i32"}, {"BLOCK": 1024}),
+    }
+    defined = {(nb, name) for nb, module in solutions.items() for name, value in vars(module).items()
+               if type(value).__name__ in ("JITFunction", "InterpretedFunction")
+               and value.fn.__module__ == module.__name__}
+    assert defined == set(targets), f"without a target: {defined - set(targets)}; stale: {set(targets) - defined}"
+    jobs = [dict(kernel=getattr(solutions[nb], name), signature=sig, constexprs=const, arch="sm_90",
+                 num_warps=8 if name == "linear_kernel" else 4) for (nb, name), (sig, const) in targets.items()]
+    for (nb, name), stages in zip(targets, ki.compile_triton_jobs(jobs)):
+        assert ".entry" in stages["ptx"], f"solutions.{nb}.{name}"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(), reason="needs nvcc")
+def test_cuda_solutions_compile():
+    """The CUDA sources of solutions 03.2 and 04.4 compile with nvcc (one translation unit: torch's headers once)."""
+    from course_utils.cuda_build import compile_cuda
+
+    s3, s4 = importlib.import_module("solutions.nb03"), importlib.import_module("solutions.nb04")
+    ptx = compile_cuda(s3.STRIDED_CUDA + "\n" + s4.RUNG4_CUDA)
+    assert "square_strided_kernel" in ptx and "gemm_rung4_kernel" in ptx
+
+
+@pytest.mark.gpu
+def test_cuda_solutions_pass_on_a_gpu():
+    for nb, name, build in (("nb03", "SQUARE_STRIDED", "square_strided"), ("nb04", "RUNG4", "gemm_rung4")):
+        report = grade(_exercises(nb)[name], getattr(importlib.import_module(f"solutions.{nb}"), build)(), quiet=True)
+        assert report.passed, str(report)

@@ -1,0 +1,87 @@
+"""Wrong answers to notebook 09's exercises: 32-bit elements assumed, stores or comments counted, opcodes
+matched as substrings or with their modifiers, predicated instructions missed, vector widths ignored."""
+
+from __future__ import annotations
+
+import re
+
+from exercises import nb09 as ex
+
+
+def widest_assumes_32_bit(ptx):
+    widths = [4 if ".v4" in l else 2 if ".v2" in l else 1 for l in ptx.splitlines()
+              if "ld.global" in l.split("//")[0]]
+    return 32 * max(widths, default=0)                        # BUG: every element taken as 32 bits
+
+
+def widest_counts_stores(ptx):
+    best = 0
+    for line in ptx.splitlines():
+        m = re.search(r"\b(?:ld|st)\.global((?:\.[\w:]+)*)\.[bfus](8|16|32|64)\b", line.split("//")[0])  # BUG: st too
+        if m:
+            v = re.search(r"\.v([24])\b", m.group(1))
+            best = max(best, (int(v.group(1)) if v else 1) * int(m.group(2)))
+    return best
+
+
+def widest_reads_comments(ptx):
+    best = 0
+    for line in ptx.splitlines():                             # BUG: a commented-out load counts too
+        m = re.search(r"\bld\.global((?:\.[\w:]+)*)\.[bfus](8|16|32|64)\b", line)
+        if m:
+            v = re.search(r"\.v([24])\b", m.group(1))
+            best = max(best, (int(v.group(1)) if v else 1) * int(m.group(2)))
+    return best
+
+
+def count_substring(sass, opcode):
+    return sum(opcode in line for line in sass.splitlines() if line.strip().startswith("/*"))   # BUG: LDG in LDGSTS
+
+
+def count_without_predicates(sass, opcode):
+    return sum(line.split("*/", 1)[1].split()[0].split(".")[0] == opcode   # BUG: "@P0" is taken as the opcode
+               for line in sass.splitlines() if line.strip().startswith("/*") and line.split("*/", 1)[1].split())
+
+
+def count_with_modifiers(sass, opcode):
+    count = 0
+    for line in sass.splitlines():
+        if line.strip().startswith("/*"):
+            words = [w for w in line.split("*/", 1)[1].split() if not w.startswith("@")]
+            count += bool(words) and words[0] == opcode        # BUG: LDG.E.128 is not "LDG"
+    return count
+
+
+def bytes_ignores_vectors(ptx):
+    total = 0
+    for line in ptx.splitlines():
+        m = re.search(r"\bld\.global(?:\.[\w:]+)*\.[bfus](8|16|32|64)\b", line.split("//")[0])
+        total += int(m.group(1)) // 8 if m else 0            # BUG: a v4 load moves 4 elements, not 1
+    return total
+
+
+def bytes_four_per_load(ptx):
+    return 4 * sum("ld.global" in line.split("//")[0] for line in ptx.splitlines())  # BUG: 4 bytes per load
+
+
+def bytes_counts_shared(ptx):
+    total = 0
+    for line in ptx.splitlines():
+        m = re.search(r"\bld\.(?:global|shared)((?:\.[\w:]+)*)\.[bfus](8|16|32|64)\b", line.split("//")[0])  # BUG
+        if m:
+            v = re.search(r"\.v([24])\b", m.group(1))
+            total += (int(v.group(1)) if v else 1) * int(m.group(2)) // 8
+    return total
+
+
+WRONG = [
+    (ex.WIDEST_LOAD, "32-bit elements assumed", widest_assumes_32_bit, ["returned", "expected"]),
+    (ex.WIDEST_LOAD, "stores counted", widest_counts_stores, ["st.global", "returned"]),
+    (ex.WIDEST_LOAD, "comments read", widest_reads_comments, ["//", "returned"]),
+    (ex.COUNT_OPCODE, "substring match", count_substring, ["opcode=", "returned"]),
+    (ex.COUNT_OPCODE, "predicates not skipped", count_without_predicates, ["opcode=", "returned"]),
+    (ex.COUNT_OPCODE, "modifiers kept", count_with_modifiers, ["returned", "expected"]),
+    (ex.LOAD_BYTES, "vector width ignored", bytes_ignores_vectors, ["returned", "expected"]),
+    (ex.LOAD_BYTES, "4 bytes per load", bytes_four_per_load, ["returned", "expected"]),
+    (ex.LOAD_BYTES, "shared loads counted", bytes_counts_shared, ["returned", "expected"]),
+]
