@@ -313,7 +313,7 @@ def giou_sums_per_image(pred: torch.Tensor, target: torch.Tensor, mask: torch.Te
     if batch == 0:
         return sums, counts
     block = min(1024, max(16, triton.next_power_of_2(n_boxes)))
-    giou_per_image_kernel[(batch,)](pred.contiguous(), target.contiguous(), mask.contiguous().view(torch.uint8),
+    giou_per_image_kernel[(batch,)](pred.contiguous(), target.contiguous(), mask.contiguous(),
                                     sums, counts, n_boxes, EPS=EPS, BLOCK=block,
                                     FP64=dtype == torch.float64, num_warps=4)
     return sums, counts
@@ -396,7 +396,7 @@ def giou_forward(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, *
     dtype = torch.float64 if torch.float64 in (pred.dtype, target.dtype) else torch.float32
     n_tiles = max(1, triton.cdiv(n_boxes, TILE))
     flags = dict(EPS=EPS, BLOCK=TILE, FP64=dtype == torch.float64, ATOMIC=atomic)
-    args = (pred.contiguous(), target.contiguous(), mask.contiguous().view(torch.uint8))
+    args = (pred.contiguous(), target.contiguous(), mask.contiguous())
     if atomic:
         sums = torch.zeros(1, dtype=dtype, device=pred.device)
         counts = torch.zeros(1, dtype=torch.int32, device=pred.device)
@@ -480,7 +480,7 @@ def giou_backward(grad_loss: torch.Tensor, pred: torch.Tensor, target: torch.Ten
         return grad
     fp64 = torch.float64 in (pred.dtype, target.dtype)
     wrap(giou_backward_kernel)[(triton.cdiv(n_boxes, TILE),)](
-        pred.contiguous(), target.contiguous(), mask.contiguous().view(torch.uint8), grad_loss.contiguous(),
+        pred.contiguous(), target.contiguous(), mask.contiguous(), grad_loss.contiguous(),
         count, grad, n_boxes, EPS=EPS, BLOCK=TILE, FP64=fp64, num_warps=4)
     return grad
 

@@ -2,6 +2,7 @@
 committed outputs that come from the reference GPU run (not from a CPU run)."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,19 @@ def test_no_cell_is_skipped_or_left_failing(path):
         assert "NBVAL_SKIP" not in _source(cell), "never skip silently: say what ran instead"
         assert not any(o.get("output_type") == "error" for o in cell.get("outputs", [])), \
             f"{path.name} has a cell that failed in its committed run: {_source(cell)[:80]!r}"
+
+
+ABSOLUTE_PATH = re.compile(r"(?<![\w.])/(?:tmp|root|home|work|Users|content)/")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_outputs_hold_no_absolute_machine_path(path):
+    # tools/scrub_outputs.py rewrites IPython's cell file names; every other path is printed relative
+    for cell in _cells(path):
+        for output in cell.get("outputs", []):
+            text = "".join(output.get("text", "")) + "".join(output.get("data", {}).get("text/plain", ""))
+            found = ABSOLUTE_PATH.search(text)
+            assert not found, f"{path.name}: an output holds a machine path: {text[max(0, found.start() - 60):found.end() + 60]!r}"
 
 
 def test_readme_lists_every_notebook_and_says_which_have_cpu_outputs():

@@ -7,12 +7,12 @@ M = "lessons.nb13_giou"
 
 
 def boxes(dtype: str, acc: str = "fp32") -> dict[str, str]:
-    return {"pred_ptr": f"*{dtype}", "target_ptr": f"*{dtype}", "mask_ptr": "*u8", "sums_ptr": f"*{acc}",
+    return {"pred_ptr": f"*{dtype}", "target_ptr": f"*{dtype}", "mask_ptr": "*i1", "sums_ptr": f"*{acc}",
             "counts_ptr": "*i32", "n_boxes": "i32"}
 
 
 def backward(dtype: str, acc: str = "fp32") -> dict[str, str]:
-    return {"pred_ptr": f"*{dtype}", "target_ptr": f"*{dtype}", "mask_ptr": "*u8", "grad_loss_ptr": f"*{acc}",
+    return {"pred_ptr": f"*{dtype}", "target_ptr": f"*{dtype}", "mask_ptr": "*i1", "grad_loss_ptr": f"*{acc}",
             "count_ptr": "*fp32", "grad_ptr": f"*{dtype}", "n_boxes": "i32"}
 
 
