@@ -8,6 +8,9 @@
 #                      every notebook through nbval. `./course.sh gpu notebooks/05_*.ipynb` runs some.
 #   ./course.sh execute NOTEBOOK...   run notebooks in place and keep their outputs (on the reference
 #                      GPU this makes the committed outputs; same Python environment as `gpu`)
+#   ./course.sh slides [NN ...] [--no-pdf]   install the pinned stack, then build the lecture decks
+#                      (slides/*.md) into .cache/slides/*.html, self-contained reveal.js pages that need no
+#                      network, and a PDF handout of each in .cache/slides/pdf/ where Chromium is installed
 # COURSE_VENV picks another environment folder for lab/test; extra arguments go to jupyter lab / pytest.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -53,5 +56,7 @@ case "$mode" in
           "${PYTHON:-python3}" -m jupyter nbconvert --to notebook --execute --inplace \
             --ExecutePreprocessor.timeout=1800 "$notebook"
         done ;;
-  *)    echo "usage: ./course.sh lab | test | gpu | execute  [extra args]" >&2; exit 2 ;;
+  slides) setup
+        exec "$venv/bin/python" slides/build_decks.py "$@" ;;
+  *)    echo "usage: ./course.sh lab | test | gpu | execute | slides  [extra args]" >&2; exit 2 ;;
 esac
