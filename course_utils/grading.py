@@ -137,7 +137,7 @@ def _differ(out: Any, expected: Any, rtol: float | None, atol: float | None) -> 
     rtol, atol = (r if rtol is None else rtol), (a if atol is None else atol)
     wrong = ~torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
     at = tuple(int(i) for i in wrong.nonzero()[0])
-    hint = (" (NaN: a load outside an input, where the grader puts NaN? or an inf - inf, a 0 / 0?)"
+    hint = (" (NaN: a load outside an input, where the grader puts NaN? or an inf - inf, an inf / inf, a 0 / 0?)"
             if math.isnan(got[at]) and not math.isnan(want[at]) else
             f" ({SENTINEL:g} is what the grader puts in the tensors your code allocates: never written)"
             if got[at] == SENTINEL != want[at] else "")

@@ -1,11 +1,12 @@
-"""The exercises at the end of notebooks 03-09, as specifications that `course_utils.grading.grade` checks.
+"""The exercises at the end of notebooks 03-14, as specifications that `course_utils.grading.grade` checks.
 
 One module per notebook (``exercises.nb05`` ...), one `Exercise` per exercise: what the learner writes,
 the reference it must match (plain PyTorch or Python, not the solution), the inputs hypothesis draws and
 the tolerances. This module holds the vocabulary of those inputs: `sizes` (1, primes, around a block),
 `guarded_tensor` (random values in a view with NaN around it: contiguous, strided, transposed, sliced,
-misaligned) and `tensor_arg`. The reference solutions are in ``solutions/`` (try first);
-tests/test_exercises.py checks that they pass and that plausible wrong answers (tests/wrong_solutions/) fail.
+misaligned), `guarded_values` (given values in such a view) and `tensor_arg`. The reference solutions are
+in ``solutions/`` (try first); tests/test_exercises.py checks that they pass and that plausible wrong
+answers (tests/wrong_solutions/) fail.
 """
 
 from __future__ import annotations
@@ -51,6 +52,40 @@ def guarded_tensor(shape: Sequence[int], dtype: torch.dtype = torch.float32, lay
     view = (base.t() if layout == "transposed" else base[..., ::2] if layout == "strided" else base[:, :shape[1]]
             if layout == "sliced" else base[1:].view(shape) if layout == "offset" else base)
     view._course_guard = base._course_guard  # the grader checks the guards after the learner's call
+    return view
+
+
+def guarded_values(values: torch.Tensor, layout: str = "contiguous") -> torch.Tensor:
+    """``values`` (any dtype, on any device) in a view of ``layout`` on `DEVICE`, guarded as in `guarded_tensor`.
+
+    For inputs whose values matter (boxes, pixels, rows of zeros): the same layouts as `guarded_tensor`.
+    The elements of the buffer that the view skips ("strided": every other one; "sliced": 3 more columns
+    per row) hold other values of ``values``, so that a read that ignores the strides gets wrong numbers,
+    not NaN. Floating-point buffers have NaN around them; integer ones (uint8 pixels) 0, as they have no NaN.
+    """
+    shape = tuple(values.shape)
+    if layout not in LAYOUTS or (layout in ("transposed", "sliced") and len(shape) != 2) or not shape:
+        raise ValueError(f"layout must be one of {LAYOUTS} ('transposed', 'sliced': 2-D only), got {layout!r}")
+    v = values.detach().to("cpu")
+    raw = v.dtype.is_floating_point and v.element_size() == 1  # fp8: flip, stack and cat work on its bytes
+    v = v.view(torch.uint8) if raw else v
+    if layout == "strided":
+        base = torch.stack([v, v.flip(-1)], dim=-1).flatten(-2)  # v[..., i] at 2 i; the gaps hold v reversed
+    elif layout == "transposed":
+        base = v.t().contiguous()
+    elif layout == "sliced":
+        base = torch.cat([v, v.flip(0).repeat(1, 3)[:, :3]], dim=1)  # 3 more columns: values of other rows
+    elif layout == "offset":
+        base = torch.cat([v.flatten()[-1:], v.flatten()])
+    else:
+        base = v.contiguous()
+    base = base.view(values.dtype) if raw else base
+    fill = math.nan if values.dtype.is_floating_point else 0
+    pad = 4096 + 64 * (max(shape) if len(shape) > 1 else 0)
+    base = guard(base.to(DEVICE), fill, pad=pad)
+    view = (base.t() if layout == "transposed" else base[..., ::2] if layout == "strided" else base[:, :shape[1]]
+            if layout == "sliced" else base[1:].view(shape) if layout == "offset" else base)
+    view._course_guard = base._course_guard
     return view
 
 

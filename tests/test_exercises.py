@@ -1,4 +1,4 @@
-"""The exercises at the end of notebooks 03-09 and 11 (exercises/, solutions/, course_utils.grading).
+"""The exercises at the end of notebooks 03-14 (exercises/, solutions/, course_utils.grading).
 
 - every reference solution passes its grader, within the time bound;
 - every exercise has at least three plausible wrong answers (tests/wrong_solutions/), and each fails its
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/wrong_solution
 #: machine: 2 cores, Triton's interpreter. Measured on such a machine: at most 2.4 s (07.1, whose reference
 #: runs tile_order_kernel in the interpreter), and 6 s for the first 09 grading, which compiles its kernels.
 SECONDS_PER_GRADING = 20.0
-NOTEBOOKS = ("nb03", "nb04", "nb05", "nb06", "nb07", "nb08", "nb09", "nb11")
+NOTEBOOKS = ("nb03", "nb04", "nb05", "nb06", "nb07", "nb08", "nb09", "nb10", "nb11", "nb12", "nb13", "nb14")
 
 #: exercise -> its reference solution in solutions.nbNN ("cpp:" names: the C++ twin in the fixtures' extension)
 SOLUTIONS = {
@@ -41,7 +41,13 @@ SOLUTIONS = {
     "nb07": {"GROUPED_ORDER": "grouped_order", "SPLIT_K": "matmul_split_k", "LINEAR": "linear"},
     "nb08": {"FLIP": "flip", "DOUBLE_INTO": "double_2d_into", "TRANSPOSE": "transpose"},
     "nb09": {"WIDEST_LOAD": "widest_load_bits", "COUNT_OPCODE": "count_opcode", "LOAD_BYTES": "load_bytes_per_thread"},
+    "nb10": {"BUSY_SHARE": "busy_share", "NORMALIZE": "normalize_uint8", "FLIP_NORMALIZE": "flip_normalize"},
     "nb11": {"ITEM_CALLS": "item_calls_in_range", "RELU_BACKWARD": "relu_backward"},
+    "nb12": {"ADD_MUL_TANH": "add_mul_tanh", "ADD_MUL_ACT_BACKWARD": "add_mul_act_backward",
+             "LORA_GRAD_B": "lora_grad_b"},
+    "nb13": {"BOX_IOU": "box_iou", "DIOU_LOSS": "diou_loss", "GIOU_GRAD_TARGET": "giou_grad_target"},
+    "nb14": {"SPLIT_K_PLAN": "split_k_plan", "FP8_ROW_SCALES": "fp8_row_scales",
+             "MATMUL_FP8_ROWWISE": "matmul_fp8_rowwise"},
 }
 
 
@@ -133,13 +139,20 @@ def test_grade_refuses_what_is_not_a_function():
 
 
 def test_solution_kernels_compile_for_sm_90():
-    """The solutions' Triton kernels, as test_compile_targets compiles lessons/ (here for the H100 only)."""
-    solutions = {nb: importlib.import_module(f"solutions.{nb}") for nb in ("nb05", "nb06", "nb07", "nb08", "nb11")}
+    """The solutions' Triton kernels, as test_compile_targets compiles lessons/ (here for the H100 only). The
+    `triton.jit` helpers they call (names without "_kernel") are compiled inside them."""
+    solutions = {nb: importlib.import_module(f"solutions.{nb}")
+                 for nb in ("nb05", "nb06", "nb07", "nb08", "nb10", "nb11", "nb12", "nb13", "nb14")}
     fp32 = {"x_ptr": "*fp32", "out_ptr": "*fp32"}
     rows = {"out_ptr": "*fp32", "in_ptr": "*fp32", "in_row_stride": "i32", "out_row_stride": "i32", "n_cols": "i32"}
     mm = {"M": "i32", "N": "i32", "K": "i32", "stride_am": "i32", "stride_bk": "i32"}
     unit = {"stride_ak": 1, "stride_bn": 1}  # unit strides are constants, as the JIT specializes them
     grid2d = {"n_rows": "i32", "n_cols": "i32", "stride_xr": "i32", "stride_xc": "i32"}
+    pixels = {"total": "i32", "H": "i32", "W": "i32", "stride_n": "i32", "stride_c": "i32", "stride_h": "i32",
+              "stride_w": "i32"}
+    boxes = {"n": "i32", "M": "i32", "sp0": "i32", "sp1": "i32", "sp2": "i32", "st0": "i32", "st1": "i32",
+             "st2": "i32"}
+    bf16_boxes = {"p_ptr": "*bf16", "t_ptr": "*bf16", "mask_ptr": "*i1"}
     targets = {
         ("nb05", "axpy_kernel"): ({**fp32, "y_ptr": "*fp32", "alpha": "fp32", "n_elements": "i32"},
                                   {"BLOCK_SIZE": 1024}),
@@ -158,15 +171,43 @@ def test_solution_kernels_compile_for_sm_90():
         ("nb08", "double_2d_into_kernel"): ({**fp32, **grid2d, "stride_or": "i32", "stride_oc": "i32"},
                                             {"BLOCK_R": 16, "BLOCK_C": 32}),
         ("nb08", "transpose_kernel"): ({**fp32, **grid2d}, {"BLOCK": 32}),
+        ("nb10", "normalize_kernel"): ({"x_ptr": "*u8", "out_ptr": "*fp32", **pixels}, {"BLOCK": 1024}),
+        ("nb10", "flip_normalize_kernel"): ({"x_ptr": "*u8", "flips_ptr": "*i1", "out_ptr": "*fp32", **pixels},
+                                            {"BLOCK": 1024}),
         ("nb11", "relu_backward_kernel"): ({"grad_ptr": "*bf16", "y_ptr": "*bf16", "out_ptr": "*bf16",
                                             "n_elements": "i32"}, {"BLOCK": 1024}),
+        ("nb12", "add_mul_tanh_kernel"): ({"base_ptr": "*bf16", "lora_ptr": "*bf16", "out_ptr": "*bf16",
+                                           "scale": "fp32", "n": "i32"}, {"BLOCK": 2048}),
+        ("nb12", "add_mul_act_backward_kernel"): ({"grad_ptr": "*fp16", "base_ptr": "*fp16", "lora_ptr": "*fp16",
+                                                   "d_base_ptr": "*fp16", "d_lora_ptr": "*fp16", "scale": "fp32",
+                                                   "n": "i32"}, {"BLOCK": 2048, "ACTIVATION": "gelu"}),
+        ("nb12", "lora_grad_b_kernel"): ({"g_ptr": "*bf16", "xa_ptr": "*bf16", "out_ptr": "*bf16", "T": "i32",
+                                          "N": "i32", "R": "i32", "scale": "fp32", "stride_gt": "i32",
+                                          "stride_xt": "i32"},
+                                         {"stride_gn": 1, "stride_xr": 1, "BLOCK_N": 64, "BLOCK_T": 64,
+                                          "BLOCK_R": 16}),
+        ("nb13", "box_iou_kernel"): ({"p_ptr": "*fp16", "t_ptr": "*fp16", "out_ptr": "*fp32", "n": "i32",
+                                      "stride_pb": "i32", "stride_pc": "i32", "stride_tb": "i32", "stride_tc": "i32"},
+                                     {"EPS": 1e-7, "BLOCK": 512}),
+        ("nb13", "diou_partial_kernel"): ({**bf16_boxes, "sums_ptr": "*fp32", "counts_ptr": "*i32", **boxes},
+                                          {"EPS": 1e-7, "BLOCK": 512}),
+        ("nb13", "giou_grad_target_kernel"): ({**bf16_boxes, "count_ptr": "*i32", "grad_ptr": "*bf16", **boxes},
+                                              {"EPS": 1e-7, "BLOCK": 512}),
+        ("nb14", "fp8_row_scales_kernel"): ({"x_ptr": "*bf16", "out_ptr": "*fp32", "n_cols": "i32",
+                                             "stride_r": "i32", "stride_c": "i32"}, {"FP8_MAX": 448.0, "BLOCK": 1024}),
+        ("nb14", "matmul_fp8_rowwise_kernel"): ({"a_ptr": "*fp8e4nv", "w_ptr": "*fp8e4nv", "c_ptr": "*bf16",
+                                                 "a_scale_ptr": "*fp32", "w_scale_ptr": "*fp32", "M": "i32",
+                                                 "N": "i32", "K": "i32", "stride_am": "i32", "stride_wn": "i32"},
+                                                {"stride_ak": 1, "stride_wk": 1, "BLOCK_M": 128, "BLOCK_N": 128,
+                                                 "BLOCK_K": 128}),
     }
     defined = {(nb, name) for nb, module in solutions.items() for name, value in vars(module).items()
                if type(value).__name__ in ("JITFunction", "InterpretedFunction")
-               and value.fn.__module__ == module.__name__}
+               and value.fn.__module__ == module.__name__ and name.endswith("_kernel")}
     assert defined == set(targets), f"without a target: {defined - set(targets)}; stale: {set(targets) - defined}"
     jobs = [dict(kernel=getattr(solutions[nb], name), signature=sig, constexprs=const, arch="sm_90",
-                 num_warps=8 if name == "linear_kernel" else 4) for (nb, name), (sig, const) in targets.items()]
+                 num_warps=8 if name in ("linear_kernel", "matmul_fp8_rowwise_kernel") else 4)
+            for (nb, name), (sig, const) in targets.items()]
     for (nb, name), stages in zip(targets, ki.compile_triton_jobs(jobs)):
         assert ".entry" in stages["ptx"], f"solutions.{nb}.{name}"
 

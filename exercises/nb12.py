@@ -1,0 +1,91 @@
+"""Notebook 12 (LoRA): the fused add-mul tail with another activation (tanh), its backward pass for the four
+activations of the notebook, and the adapter's gradient for B as a Triton matmul that reduces over tokens."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from hypothesis import strategies as st
+
+from course_utils.device import HAS_CUDA, pick_size
+from course_utils.grading import Exercise, Inputs
+from exercises import sizes, tensor_arg
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+ACTIVATIONS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "gelu": F.gelu, "silu": F.silu}
+# The CPU interpreter's tl.dot multiplies bfloat16 tiles wrongly (triton-lang/triton#11584): bf16 on a GPU only.
+MATMUL_DTYPES = (torch.float16, torch.bfloat16) if HAS_CUDA else (torch.float16,)
+MATMUL_TOLERANCES = {torch.float16: 1e-2, torch.bfloat16: 3e-2}  # rtol = atol, as notebook 12's checks
+
+
+# ---- Exercise 1: act(base + scale * lora) with tanh ----------------------------------------------------
+@st.composite
+def _tanh_inputs(draw) -> Inputs:
+    rows, cols = draw(sizes(pick_size(512, 9), block=8)), draw(sizes(pick_size(4096, 300), block=128))
+    dtype, scale = draw(st.sampled_from(DTYPES)), draw(st.sampled_from((0.5, 2.0, -2.0, 0.0)))  # exact products
+    spread = draw(st.sampled_from((1.0, 30.0)))  # 30: pre-activations beyond +-44, where exp(2 y) overflows fp32
+    layouts = ("contiguous", "strided", "transposed")
+    base, about_base = tensor_arg(draw, "base", (rows, cols), dtype, layouts, scale=spread)
+    lora, about_lora = tensor_arg(draw, "lora", (rows, cols), dtype, layouts, scale=spread, seed=1)
+    values = "" if spread == 1.0 else f" (values: randn x {spread:g})"
+    return Inputs(lambda: (base(), lora(), scale), f"{about_base}, {about_lora}{values}, scale={scale}")
+
+
+def _add_mul_tanh(base: torch.Tensor, lora: torch.Tensor, scale: float) -> torch.Tensor:
+    return torch.tanh(base.float() + scale * lora.float()).to(base.dtype)
+
+
+ADD_MUL_TANH = Exercise(
+    "12.1 add_mul_tanh", "add_mul_tanh(base, lora, scale) = tanh(base + scale * lora) in one Triton kernel, fp32 math "
+    "rounded once, for 2-D tensors of one dtype (fp32/fp16/bf16), views included",
+    _add_mul_tanh, _tanh_inputs(), DTYPES)
+
+
+# ---- Exercise 2: the backward pass of act(base + scale * lora) -------------------------------------------
+@st.composite
+def _backward_inputs(draw) -> Inputs:
+    n, dtype = draw(sizes(pick_size(1 << 20, 5000))), draw(st.sampled_from(DTYPES))
+    activation = draw(st.sampled_from(tuple(ACTIVATIONS)))
+    scale = draw(st.sampled_from((0.5, 2.0, -1.0, 0.25)))  # powers of two: y = base + scale * lora rounds once
+    layouts = ("contiguous", "strided")
+    grad, about_grad = tensor_arg(draw, "grad", (n,), dtype, layouts)
+    base, about_base = tensor_arg(draw, "base", (n,), dtype, layouts, scale=2.0, seed=1)
+    lora, about_lora = tensor_arg(draw, "lora", (n,), dtype, layouts, seed=2)
+    return Inputs(lambda: (grad(), base(), lora(), scale, activation),
+                  f"{about_grad}, {about_base}, {about_lora}, scale={scale}, activation={activation!r}")
+
+
+def _add_mul_act_backward(grad, base, lora, scale: float, activation: str):
+    y = (base.float() + scale * lora.float()).requires_grad_()
+    with torch.enable_grad():
+        (dy,) = torch.autograd.grad(ACTIVATIONS[activation](y), y, grad.float())
+    return dy.to(base.dtype), (scale * dy).to(base.dtype)
+
+
+ADD_MUL_ACT_BACKWARD = Exercise(
+    "12.2 add_mul_act_backward", "add_mul_act_backward(grad, base, lora, scale, activation) = (d_base, d_lora), the "
+    "gradients of act(base + scale * lora) given the gradient of its output, in one Triton kernel; activation "
+    "'relu', 'sigmoid', 'gelu' (erf) or 'silu'",
+    _add_mul_act_backward, _backward_inputs(), DTYPES)
+
+
+# ---- Exercise 3: the gradient of B, scale * g^T (x A^T) ---------------------------------------------------
+@st.composite
+def _grad_b_inputs(draw) -> Inputs:
+    tokens, d_out = draw(sizes(pick_size(2048, 300), 64)), draw(sizes(pick_size(1024, 70), 64))
+    rank = draw(st.sampled_from(pick_size((1, 4, 8, 13, 16, 64, 128), (1, 4, 13, 16))))
+    dtype, scale = draw(st.sampled_from(MATMUL_DTYPES)), draw(st.sampled_from((0.5, 2.0, 4.0)))
+    g, about_g = tensor_arg(draw, "g", (tokens, d_out), dtype, ("contiguous", "transposed", "sliced"))
+    xa, about_xa = tensor_arg(draw, "xa", (tokens, rank), dtype, ("contiguous", "strided", "offset"), seed=1)
+    return Inputs(lambda: (g(), xa(), scale), f"{about_g}, {about_xa}, scale={scale}")
+
+
+def _lora_grad_b(g: torch.Tensor, xa: torch.Tensor, scale: float) -> torch.Tensor:
+    return (scale * (g.float().t() @ xa.float())).to(g.dtype)
+
+
+LORA_GRAD_B = Exercise(
+    "12.3 lora_grad_b", "lora_grad_b(g, xa, scale) = scale * g^T xa (d_out x r), the gradient of LoRA's B from the "
+    "output gradient g (tokens x d_out) and x A^T (tokens x r), as a Triton kernel with fp32 accumulation",
+    _lora_grad_b, _grad_b_inputs(), MATMUL_DTYPES,
+    rtol=max(MATMUL_TOLERANCES[d] for d in MATMUL_DTYPES), atol=max(MATMUL_TOLERANCES[d] for d in MATMUL_DTYPES))

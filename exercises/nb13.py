@@ -1,0 +1,144 @@
+"""Notebook 13 (the GIoU loss): plain IoU of box pairs in Triton, the mean DIoU loss of a padded batch, and the
+gradient of the mean GIoU loss with respect to the target boxes."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from hypothesis import strategies as st
+
+from course_utils.device import pick_size
+from course_utils.grading import Exercise, Inputs
+from exercises import describe, guarded_values, sizes
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+EPS = 1e-7  # added to the denominators, as torchvision's box losses do
+_BOX_WORDS = {"strided": "every 2nd element", "sliced": "the first 4 of 7 columns", "transposed": "coordinate-major"}
+
+
+def random_box_pairs(shape: tuple, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(pred, target) boxes (x1, y1, x2, y2) of ``shape + (4,)`` on a grid of 1/32: exact in fp16 and bf16, with
+    touching, identical, nested, zero-width and distant pairs (apart in x and in y)."""
+    gen = torch.Generator().manual_seed(seed)
+    corner = torch.randint(0, 29, (*shape, 2), generator=gen)
+    target = torch.cat([corner, corner + torch.randint(0, 12, (*shape, 2), generator=gen)], dim=-1)
+    jitter = torch.randint(-2, 3, (*shape, 4), generator=gen)  # often 0: shared edges, identical boxes
+    corner = torch.randint(0, 29, (*shape, 2), generator=gen)
+    stray = torch.cat([corner, corner + torch.randint(0, 12, (*shape, 2), generator=gen)], dim=-1)
+    pred = torch.where(torch.rand((*shape, 1), generator=gen) < 0.25, stray, target + jitter)
+    pred = torch.cat([pred[..., :2], torch.maximum(pred[..., 2:], pred[..., :2])], dim=-1)  # x1 <= x2, y1 <= y2
+    return pred.double() / 32, target.double() / 32
+
+
+def _iou_parts(p: torch.Tensor, t: torch.Tensor):
+    px1, py1, px2, py2 = p.unbind(-1)
+    tx1, ty1, tx2, ty2 = t.unbind(-1)
+    iw = torch.minimum(px2, tx2) - torch.maximum(px1, tx1)
+    ih = torch.minimum(py2, ty2) - torch.maximum(py1, ty1)
+    inter = torch.where((iw > 0) & (ih > 0), iw * ih, 0.0)  # boxes apart in x AND y: iw, ih < 0, product > 0
+    union = (px2 - px1) * (py2 - py1) + (tx2 - tx1) * (ty2 - ty1) - inter
+    cw = torch.maximum(px2, tx2) - torch.minimum(px1, tx1)  # the smallest enclosing box
+    ch = torch.maximum(py2, ty2) - torch.minimum(py1, ty1)
+    return inter, union, cw, ch
+
+
+# ---- Exercise 1: IoU of box pairs ----------------------------------------------------------------------
+@st.composite
+def _iou_inputs(draw) -> Inputs:
+    n, dtype = draw(sizes(pick_size(1 << 18, 3000), block=512)), draw(st.sampled_from(DTYPES))
+    layouts = [draw(st.sampled_from(("contiguous", "strided", "sliced", "transposed"))) for _ in range(2)]
+    pred, target = random_box_pairs((n,), seed=n)
+
+    def make() -> tuple:
+        return guarded_values(pred.to(dtype), layouts[0]), guarded_values(target.to(dtype), layouts[1])
+
+    p, t = make()
+    about = [describe(name, v) + (f" ({_BOX_WORDS[lay]}, strides {v.stride()})" if lay != "contiguous" else "")
+             for name, v, lay in (("pred", p, layouts[0]), ("target", t, layouts[1]))]
+    return Inputs(make, ", ".join(about))
+
+
+def _box_iou(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    inter, union, _, _ = _iou_parts(pred.float(), target.float())
+    return inter / (union + EPS)
+
+
+BOX_IOU = Exercise(
+    "13.1 box_iou", "box_iou(pred, target): the IoU of each pair of boxes (n x 4, x1 y1 x2 y2, any strides, "
+    "fp32/fp16/bf16) as float32 (n,), intersection / (union + 1e-7), in one Triton kernel",
+    _box_iou, _iou_inputs(), DTYPES, examples=(30, 150))
+
+
+# ---- padded batches: (pred, target, mask) with anything in the padding ---------------------------------
+def _padded_batch(draw):
+    batch, boxes = draw(sizes(pick_size(64, 6), block=4)), draw(sizes(pick_size(1024, 40), block=32))
+    dtype, pad = draw(st.sampled_from(DTYPES)), draw(st.sampled_from((math.nan, 0.0)))
+    fill = draw(st.sampled_from((0.0, 0.3, 0.7, 1.0)))  # the share of an image's slots that hold a box, at most
+    layouts = [draw(st.sampled_from(("contiguous", "strided", "offset"))) for _ in range(2)]
+    pred, target = random_box_pairs((batch, boxes), seed=batch * 1000 + boxes)
+    gen = torch.Generator().manual_seed(boxes)
+    counts = (fill * boxes * torch.rand(batch, generator=gen)).round().long()
+    mask = torch.arange(boxes)[None, :] < counts[:, None]
+    pred, target = (torch.where(mask[..., None], v, pad) for v in (pred, target))
+
+    def make() -> tuple:
+        return (guarded_values(pred.to(dtype), layouts[0]), guarded_values(target.to(dtype), layouts[1]),
+                guarded_values(mask))  # False around the mask
+
+    p, t, _ = make()
+    about = [describe(name, v) + (f" (strides {v.stride()})" if lay != "contiguous" else "")
+             for name, v, lay in (("pred", p, layouts[0]), ("target", t, layouts[1]))]
+    return make, f"{', '.join(about)}, valid boxes per image {counts.tolist()}, padding {pad}"
+
+
+def _masked_mean(per_box: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return torch.where(mask, per_box, 0.0).sum() / mask.sum().clamp_min(1)
+
+
+def _valid(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor):
+    keep = mask[..., None]  # padding may hold NaN: replace it before any arithmetic
+    return torch.where(keep, pred.float(), 0.0), torch.where(keep, target.float(), 0.0)
+
+
+# ---- Exercise 2: the mean DIoU loss of a padded batch ----------------------------------------------------
+@st.composite
+def _batch_inputs(draw) -> Inputs:
+    make, about = _padded_batch(draw)
+    return Inputs(make, about)
+
+
+def _diou_loss(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    p, t = _valid(pred, target, mask)
+    inter, union, cw, ch = _iou_parts(p, t)
+    dx = (p[..., 0] + p[..., 2] - t[..., 0] - t[..., 2]) / 2  # the centres' distance along x and along y
+    dy = (p[..., 1] + p[..., 3] - t[..., 1] - t[..., 3]) / 2
+    per_box = 1 - inter / (union + EPS) + (dx * dx + dy * dy) / (cw * cw + ch * ch + EPS)
+    return _masked_mean(per_box, mask)
+
+
+DIOU_LOSS = Exercise(
+    "13.2 diou_loss", "diou_loss(pred, target, mask): the mean over the valid boxes of 1 - IoU + d^2 / (c^2 + 1e-7) "
+    "(d: distance of the centres, c: diagonal of the enclosing box) as a 0-d float32 tensor, 0 if no box is valid; "
+    "the padding may hold NaN",
+    _diou_loss, _batch_inputs(), DTYPES, rtol=1e-5, atol=1e-6, examples=(30, 150))
+
+
+# ---- Exercise 3: the gradient of the mean GIoU loss with respect to the target ----------------------------
+def _giou_loss(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    p, t = _valid(pred, target, mask)
+    inter, union, cw, ch = _iou_parts(p, t)
+    area_c = cw * ch
+    return _masked_mean(1 - (inter / (union + EPS) - (area_c - union) / (area_c + EPS)), mask)
+
+
+def _giou_grad_target(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    with torch.enable_grad():
+        t = target.detach().requires_grad_()
+        return torch.autograd.grad(_giou_loss(pred, t, mask), t)[0]
+
+
+GIOU_GRAD_TARGET = Exercise(
+    "13.3 giou_grad_target", "giou_grad_target(pred, target, mask): d (mean GIoU loss of notebook 13) / d target, "
+    "shape and dtype of target, zero in the padding; a tie in a min or max splits the gradient in half, as "
+    "autograd does", _giou_grad_target, _batch_inputs(), DTYPES, examples=(30, 150))
