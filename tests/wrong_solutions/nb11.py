@@ -23,9 +23,14 @@ def items_everywhere(events, range_name):
 
 
 def items_and_syncs(events, range_name):
-    in_range = sol.item_calls_in_range
-    scalar = [type(e)("aten::item", e.cpu_parent) for e in events if e.name == "aten::_local_scalar_dense"]
-    return in_range(events, range_name) + in_range(scalar, range_name)  # BUG: item's sync op is not a second call
+    def inside(event):
+        parent = event.cpu_parent
+        while parent is not None and parent.name != range_name:
+            parent = parent.cpu_parent
+        return parent is not None
+
+    syncs = ("aten::item", "aten::_local_scalar_dense")                  # BUG: item's sync op is not a second call
+    return sum(1 for e in events if e.name in syncs and inside(e))
 
 
 # ---- relu_backward ------------------------------------------------------------------------------------
