@@ -8,6 +8,7 @@ existed, so the cells go in just before their next H100 run (issue 15), then thi
 - 14: remove the "## Exercise: how much of K should one program see?" section from the summary cell
   (id 393bd38f), delete cells 949e2332 (its solution, now solutions/nb14.py) and fa2f3da6, and put NB14
   before the "Further reading" cell (id 8c08fb07).
+`python tools/pending_exercise_cells.py 14` does this for one notebook.
 Each entry is (cell type, source).
 """
 
@@ -188,3 +189,38 @@ def matmul_fp8_rowwise(a_q: torch.Tensor, w_q: torch.Tensor, a_scale: torch.Tens
     ("code", """# NBVAL_CHECK_OUTPUT
 report = grade(ex.MATMUL_FP8_ROWWISE, matmul_fp8_rowwise)"""),
 ]
+
+
+def insert(number: int) -> None:
+    """Put notebook `number`'s exercise cells in place, as the docstring says; run it once per notebook."""
+    from pathlib import Path
+
+    import nbformat
+
+    path = next(Path("notebooks").glob(f"{number}_*.ipynb"))
+    nb = nbformat.read(path, as_version=4)
+    new = [nbformat.v4.new_markdown_cell(src) if kind == "markdown" else nbformat.v4.new_code_cell(src)
+           for kind, src in {12: NB12, 13: NB13, 14: NB14}[number]]
+    ids = [c.id for c in nb.cells]
+    if number == 14:
+        summary = nb.cells[ids.index("393bd38f")]
+        summary.source = summary.source[:summary.source.index("## Exercise: how much of K")].rstrip() + "\n"
+        nb.cells = [c for c in nb.cells if c.id not in ("949e2332", "fa2f3da6")]
+        at = [c.id for c in nb.cells].index("8c08fb07")
+    else:
+        index = ids.index({12: "3f35e8c1", 13: "e172a258"}[number])
+        text = nb.cells[index].source
+        cut = text.index("## Further reading")
+        nb.cells[index].source = text[:cut].rstrip() + "\n"
+        new.append(nbformat.v4.new_markdown_cell(text[cut:]))
+        at = index + 1
+    nb.cells[at:at] = new
+    nbformat.validate(nb)
+    nbformat.write(nb, path)
+    print(f"{path}: exercise cells inserted")
+
+
+if __name__ == "__main__":
+    import sys
+
+    insert(int(sys.argv[1]))
