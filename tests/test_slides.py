@@ -179,16 +179,19 @@ def test_the_check_follows_results_when_they_change(built, tmp_path):
     (device / "04_cuda_gemm_ladder.json").write_text(json.dumps(record))
     problems = decks.check_deck(page_of(built, "04_cuda_gemm_ladder"), ROOT / "notebooks/04_cuda_gemm_ladder.ipynb",
                                 results=decks.Results(tmp_path))
-    assert any("where results/ says '57.2 TFLOP/s'" in p for p in problems), problems
+    new_text = decks.format_quantity(record["headlines"][0]["value"], "TFLOP/s")
+    assert any(f"where results/ says '{new_text}'" in p for p in problems), problems
 
 
 def test_a_figure_quoted_through_a_template_is_tagged_with_its_source():
     results = decks.Results()
     context = decks.DeckContext(decks.Notebook.load(ROOT / "notebooks/04_cuda_gemm_ladder.ipynb"), results)
+    record = json.loads((decks.RESULTS_DIR / decks.REFERENCE_DEVICE / "04_cuda_gemm_ladder.json").read_text())
+    measured = next(r["TFLOP/s"] for r in record["records"] if r["rung"] == "9 tuned tile shape")
     quoted = str(context.R(rung="9 tuned tile shape").fig("TFLOP/s"))
-    assert quoted.endswith(">45.7 TFLOP/s</span>") and 'data-result="' in quoted
+    assert quoted.endswith(f">{decks.format_quantity(measured, 'TFLOP/s')}</span>") and 'data-result="' in quoted
     assert decks.resolve({"kind": "record", "nb": "04_cuda_gemm_ladder", "where": {"rung": "9 tuned tile shape"},
-                          "column": "TFLOP/s", "unit": "TFLOP/s"}, results)[0] == pytest.approx(45.6738910385586)
+                          "column": "TFLOP/s", "unit": "TFLOP/s"}, results)[0] == pytest.approx(measured)
 
 
 # --- loud failures, and the decks whose H100 run is owed ---------------------------------------------------
