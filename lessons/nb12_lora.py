@@ -450,7 +450,7 @@ def uses_tma(*tensors: torch.Tensor) -> bool:
                            and t.data_ptr() % 16 == 0 for t in tensors)
 
 
-def lora_forward(x2, W, b, A, B, scale, activation, *, xa_in_loop=True, store_xa=False, store_pre=False):
+def lora_forward(x2, W, b, A, B, scale, activation, *, xa_in_loop=False, store_xa=False, store_pre=False):
     """The launch behind `lora_linear`, on checked 2-D inputs: (out, x A^T or None, pre-activation or None)."""
     (M, K), N, R = x2.shape, W.shape[0], A.shape[0]
     out = torch.empty((M, N), device=x2.device, dtype=x2.dtype)
@@ -473,10 +473,11 @@ def lora_forward(x2, W, b, A, B, scale, activation, *, xa_in_loop=True, store_xa
     return out, xa, pre
 
 
-def lora_linear(x, W, b, A, B, scale: float = 1.0, activation: str = "none", *, xa_in_loop: bool = True):
-    """act(x W^T + b + scale (x A^T) B^T) in one Triton matmul; fp16/bf16 in, fp32 accumulation; b may be None.
+def lora_linear(x, W, b, A, B, scale: float = 1.0, activation: str = "none", *, xa_in_loop: bool = False):
+    """act(x W^T + b + scale (x A^T) B^T): x A^T with cuBLAS first, then one Triton matmul that adds its product
+    with B in the epilogue; fp16/bf16 in, fp32 accumulation; b may be None.
 
-    ``xa_in_loop=False``: compute x A^T with cuBLAS first and add its product with B in the epilogue.
+    ``xa_in_loop=True``: one launch, x A^T computed in the matmul's K loop (the measured alternative).
     """
     check_lora(x, W, b, A, B, scale, activation)
     out, _, _ = lora_forward(x.reshape(-1, x.shape[-1]), W, b, A, B, scale, activation, xa_in_loop=xa_in_loop)
@@ -486,7 +487,7 @@ def lora_linear(x, W, b, A, B, scale: float = 1.0, activation: str = "none", *, 
 import torch
 
 
-def lora_forward_reference(x2, W, b, A, B, scale, activation, *, xa_in_loop=True, store_xa=False, store_pre=False):
+def lora_forward_reference(x2, W, b, A, B, scale, activation, *, xa_in_loop=False, store_xa=False, store_pre=False):
     """`lora_forward` written with torch ops, in the inputs' dtype (float64 too): for gradcheck."""
     xa = x2 @ A.t()
     pre = (x2 @ W.t() if b is None else torch.addmm(b, x2, W.t())) + scale * (xa @ B.t())

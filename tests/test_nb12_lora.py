@@ -142,6 +142,21 @@ def test_lora_linear_keeps_leading_dimensions():
     torch.testing.assert_close(out.reshape(12, 24), nb.lora_linear(x, W, b, A, B, 0.5))
 
 
+def test_lora_linear_computes_x_a_first_by_default():
+    inputs = lora_inputs(40, 24, 72, 8, torch.bfloat16)
+    assert torch.equal(nb.lora_linear(*inputs, 2.0), nb.lora_linear(*inputs, 2.0, xa_in_loop=False))
+
+
+@pytest.mark.parametrize("xa_in_loop", [True, False], ids=["xa-in-loop", "xa-first"])
+def test_lora_forward_keeps_x_a_and_the_pre_activation_for_training(xa_in_loop):
+    x, W, b, A, B = lora_inputs(33, 40, 48, 8, torch.float16)
+    out, xa, pre = nb.lora_forward(x, W, b, A, B, 1.5, "gelu", xa_in_loop=xa_in_loop, store_xa=True, store_pre=True)
+    ref_out, ref_xa, ref_pre = nb.lora_forward_reference(*(t.float() for t in (x, W, b, A, B)), 1.5, "gelu")
+    for ours, ref in ((out, ref_out), (xa, ref_xa), (pre, ref_pre)):
+        assert ours.dtype == torch.float16
+        torch.testing.assert_close(ours.float(), ref, **TOL[torch.float16])
+
+
 def test_merged_weight_gives_the_same_layer():
     x, W, b, A, B = lora_inputs(33, 40, 48, 8, torch.float16)
     merged = (W.float() + 2.0 * B.float() @ A.float()).to(torch.float16)
@@ -234,7 +249,7 @@ def test_trainable_refuses_trainable_base_weights():
 def test_lora_linear_and_gradients_at_a_gpu_size(dtype):
     inputs = lora_inputs(1000, 768, 1024, 16, dtype, device="cuda")
     torch.testing.assert_close(nb.lora_linear(*inputs, 2.0), nb.lora_reference(*inputs, 2.0), **TOL[dtype])
-    torch.testing.assert_close(nb.lora_linear(*inputs, 2.0, xa_in_loop=False), nb.lora_reference(*inputs, 2.0),
+    torch.testing.assert_close(nb.lora_linear(*inputs, 2.0, xa_in_loop=True), nb.lora_reference(*inputs, 2.0),
                                **TOL[dtype])
     grad_out = torch.randn(1000, 768, device="cuda").to(dtype)
     ours = _grads(nb.lora_linear_trainable, inputs, grad_out, dtype, "none")

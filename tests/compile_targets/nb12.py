@@ -37,4 +37,13 @@ TARGETS = [
             "HAS_BIAS": True, "STORE_XA": False, "STORE_PRE": False, "ACTIVATION": "none"},
            archs=("sm_90",), num_warps=8,
            why_not_all="TMA needs sm_90; on sm_75/sm_80 lora_linear() takes the pointer kernel"),
+    # lora_linear's default at the headline shape: x A^T computed first, loaded in the epilogue
+    Target(M, "lora_linear_tma_kernel",
+           {"x_desc": "tensordesc<bf16[128, 64]>", "w_desc": "tensordesc<bf16[256, 64]>",
+            "a_desc": "tensordesc<bf16[16, 64]>", "b_desc": "tensordesc<bf16[256, 16]>", "bias_ptr": "*bf16",
+            "out_desc": "tensordesc<bf16[128, 256]>", "xa_ptr": "*bf16", "pre_ptr": "*bf16", **SIZES},
+           {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "BLOCK_R": 16, "GROUP_M": 8, "XA_IN_LOOP": False,
+            "HAS_BIAS": True, "STORE_XA": False, "STORE_PRE": False, "ACTIVATION": "none"},
+           archs=("sm_90",), num_warps=8,
+           why_not_all="TMA needs sm_90; on sm_75/sm_80 lora_linear() takes the pointer kernel"),
 ]
