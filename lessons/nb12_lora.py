@@ -450,6 +450,11 @@ def uses_tma(*tensors: torch.Tensor) -> bool:
                            and t.data_ptr() % 16 == 0 for t in tensors)
 
 
+def lora_kernel(x2, W, A, B, out):
+    """The autotuned kernel `lora_forward` launches for these operands: TMA where every one qualifies."""
+    return lora_linear_tma_tuned if x2.shape[1] > 0 and uses_tma(x2, W, A, B, out) else lora_linear_tuned
+
+
 def lora_forward(x2, W, b, A, B, scale, activation, *, xa_in_loop=False, store_xa=False, store_pre=False):
     """The launch behind `lora_linear`, on checked 2-D inputs: (out, x A^T or None, pre-activation or None)."""
     (M, K), N, R = x2.shape, W.shape[0], A.shape[0]
@@ -464,7 +469,7 @@ def lora_forward(x2, W, b, A, B, scale, activation, *, xa_in_loop=False, store_x
     meta = dict(BLOCK_R=max(16, triton.next_power_of_2(R)), XA_IN_LOOP=xa_in_loop, HAS_BIAS=b is not None,
                 STORE_XA=store_xa and xa_in_loop, STORE_PRE=store_pre, ACTIVATION=activation)
     grid = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]),)
-    if K > 0 and uses_tma(x2, W, A, B, out):
+    if lora_kernel(x2, W, A, B, out) is lora_linear_tma_tuned:
         descs = [TensorDescriptor.from_tensor(t, [1, 1]) for t in (x2, W, A, B, out)]  # pre_hook sets the tiles
         lora_linear_tma_tuned[grid](*descs[:4], b, descs[4], xa, pre, M, N, K, R, float(scale), **meta)
     else:
@@ -482,6 +487,24 @@ def lora_linear(x, W, b, A, B, scale: float = 1.0, activation: str = "none", *, 
     check_lora(x, W, b, A, B, scale, activation)
     out, _, _ = lora_forward(x.reshape(-1, x.shape[-1]), W, b, A, B, scale, activation, xa_in_loop=xa_in_loop)
     return out.reshape(*x.shape[:-1], W.shape[0])
+
+
+def config_text(config: triton.Config) -> str:
+    """An autotuner's choice in one line: the tile (BLOCK_M x BLOCK_N x BLOCK_K), warps and pipeline stages."""
+    kw, stages = config.kwargs, config.num_stages
+    return (f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']}, {config.num_warps} warps, "
+            f"{stages} stage{'' if stages == 1 else 's'}")
+
+
+def lora_linear_config(x, W, b, A, B, scale: float = 1.0, activation: str = "none", *,
+                       xa_in_loop: bool = False) -> str:
+    """Runs `lora_linear` once: which kernel it launched, with the config its autotuner chose (`best_config`)."""
+    out = lora_linear(x, W, b, A, B, scale, activation, xa_in_loop=xa_in_loop)
+    x2, out2 = x.reshape(-1, x.shape[-1]), out.reshape(-1, W.shape[0])
+    if out2.numel() == 0:
+        return "no launch (empty output)"
+    kernel = lora_kernel(x2, W, A, B, out2)
+    return f"{'TMA' if kernel is lora_linear_tma_tuned else 'pointer'} kernel, {config_text(kernel.best_config)}"
 
 
 import torch

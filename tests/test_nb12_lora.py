@@ -157,6 +157,28 @@ def test_lora_forward_keeps_x_a_and_the_pre_activation_for_training(xa_in_loop):
         torch.testing.assert_close(ours.float(), ref, **TOL[torch.float16])
 
 
+def test_config_text_gives_tile_warps_and_stages():
+    import triton
+
+    config = triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=3)
+    assert nb.config_text(config) == "128x256x64, 8 warps, 3 stages"
+    assert nb.config_text(triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, num_warps=4, num_stages=1)) \
+        == "32x32x32, 4 warps, 1 stage"
+
+
+def test_lora_linear_config_names_the_kernel_and_the_autotuners_choice():
+    inputs = lora_inputs(40, 24, 72, 8, torch.bfloat16)
+    kernel = "TMA" if nb.HAS_TMA else "pointer"
+    for xa_in_loop in (False, True):
+        text = nb.lora_linear_config(*inputs, 2.0, xa_in_loop=xa_in_loop)
+        assert re.fullmatch(rf"{kernel} kernel, \d+x\d+x\d+, \d+ warps, \d+ stages?", text), text
+        chosen = (nb.lora_linear_tma_tuned if nb.HAS_TMA else nb.lora_linear_tuned).best_config
+        assert text.endswith(nb.config_text(chosen))
+    transposed = lora_inputs(40, 24, 72, 8, torch.bfloat16, w_transposed=True)
+    assert nb.lora_linear_config(*transposed, 2.0).startswith("pointer kernel, ")
+    assert nb.lora_linear_config(*lora_inputs(0, 24, 72, 8, torch.bfloat16), 2.0) == "no launch (empty output)"
+
+
 def test_merged_weight_gives_the_same_layer():
     x, W, b, A, B = lora_inputs(33, 40, 48, 8, torch.float16)
     merged = (W.float() + 2.0 * B.float() @ A.float()).to(torch.float16)
