@@ -85,13 +85,21 @@ def plot_bars(values: Mapping[str, float], *, ylabel: str, title: str = "",
     return ax
 
 
+_MARKERS = "osD^vPX*<>"
+
+
 def plot_roofline(points: Mapping[str, tuple[float, float]], peaks: DevicePeaks, *,
-                  peak_tflops: float | None = None, title: str = "", ax: Axes | None = None) -> Axes:
+                  peak_tflops: float | None = None, title: str = "", labels: str = "annotate",
+                  ax: Axes | None = None) -> Axes:
     """Roofline: attainable TFLOP/s against arithmetic intensity (FLOP/byte), with each point.
 
     ``points`` maps a label to (FLOP per byte of DRAM traffic, achieved TFLOP/s). The compute roof is
     ``peak_tflops`` (default: the fp16 tensor-core peak); the slope is the memory bandwidth.
+    ``labels="annotate"`` writes each label next to its point; ``labels="legend"`` gives each point its own
+    marker and lists the labels in a legend, for points close enough that their labels would overlap.
     """
+    if labels not in ("annotate", "legend"):
+        raise ValueError(f"labels must be 'annotate' or 'legend', got {labels!r}")
     roof = peaks.fp16_tflops if peak_tflops is None else peak_tflops
     bandwidth_tbps = peaks.bandwidth_gbps / 1e3
     ax = _axes(ax)
@@ -102,13 +110,20 @@ def plot_roofline(points: Mapping[str, tuple[float, float]], peaks: DevicePeaks,
         x = np.logspace(np.log10(lo), np.log10(hi), 200)
         ax.plot(x, np.minimum(roof, bandwidth_tbps * x), color="black", linewidth=1.5,
                 label=f"{peaks.name}: {peaks.bandwidth_gbps:,.0f} GB/s, {roof:,.0f} TFLOP/s")
-        for label, (intensity, tflops) in points.items():
-            ax.scatter([intensity], [tflops], zorder=3)
-            ax.annotate(label, (intensity, tflops), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        for i, (label, (intensity, tflops)) in enumerate(points.items()):
+            if labels == "legend":  # the empty upper left (above the slope) holds the legend
+                ax.scatter([intensity], [tflops], zorder=3, marker=_MARKERS[i % len(_MARKERS)], alpha=0.8,
+                           label=label)
+            else:
+                ax.scatter([intensity], [tflops], zorder=3)
+                ax.annotate(label, (intensity, tflops), textcoords="offset points", xytext=(4, 4), fontsize=8)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("arithmetic intensity (FLOP / byte)")
         ax.set_ylabel("TFLOP/s")
         ax.set_title(title)
-        ax.legend(loc="lower right")
+        if labels == "legend":
+            ax.legend(loc="upper left", fontsize=8)
+        else:
+            ax.legend(loc="lower right")
     return ax

@@ -91,6 +91,14 @@ def test_plots_draw_and_reject_unknown_providers():
     peaks = cu.lookup_peaks("NVIDIA H100 80GB HBM3")
     ax = plots.plot_roofline({"add": (1 / 12, 0.25), "matmul": (1000.0, 700.0)}, peaks)
     assert len(ax.collections) == 2
+    assert {t.get_text() for t in ax.texts} == {"add", "matmul"}
+    ax = plots.plot_roofline({"add": (1 / 12, 0.25), "add, CUDA": (1 / 12, 0.26), "matmul": (1000.0, 700.0)}, peaks,
+                             labels="legend")
+    assert len(ax.collections) == 3 and not ax.texts  # no annotation to overlap another
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[1:] == ["add", "add, CUDA", "matmul"] and legend[0].startswith(peaks.name)
+    with pytest.raises(ValueError, match="labels"):
+        plots.plot_roofline({"add": (1 / 12, 0.25)}, peaks, labels="above")
 
 
 def test_sweep_with_shared_inputs_calls_every_provider_on_the_same_arguments():
