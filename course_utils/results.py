@@ -18,7 +18,7 @@ import re
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import pandas as pd
 
@@ -79,9 +79,8 @@ class SavedResults(NamedTuple):
     headlines: list[Headline]
 
 
-def device_slug(env: Mapping[str, str] | None = None) -> str:
+def device_slug(env: Mapping[str, str]) -> str:
     """Folder name for a device: 'cpu', or the GPU name made file-safe."""
-    env = environment() if env is None else env
     return "cpu" if env.get("gpu", "none") == "none" else re.sub(r"[^A-Za-z0-9]+", "_", env["gpu"]).strip("_")
 
 
