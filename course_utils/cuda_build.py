@@ -13,9 +13,7 @@ notebook workflow:
   the first error line, then the full log;
 - missing tools (C++ compiler, ninja, nvcc) and a missing GPU give one clear sentence each
   (`ToolchainError`, a `BuildError`);
-- flags default to ``-O3`` (C++ and nvcc), ``-lineinfo`` and ``-gencode`` for the current GPU
-  (nvcc). Flags you pass are added to these; a flag you pass of the same kind (``-O*``, any
-  ``arch``/``-gencode``/``-code`` flag, ``-G``) replaces the default one.
+- flags are ``-O3`` (C++ and nvcc), ``-lineinfo`` and ``-gencode`` for the current GPU (nvcc).
 
 `compile_cuda` runs ``nvcc -ptx`` (or ``-cubin``) on a source and returns the PTX: no GPU is
 needed, only nvcc, so a broken kernel fails CI on a CPU machine. It accepts both kernel-only
@@ -73,26 +71,6 @@ def default_cuda_cflags(arch: str | None = None) -> list[str]:
     return flags
 
 
-def _kind(flag: str) -> str | None:
-    if re.match(r"^-O\d?$|^-O[a-z]+$", flag):
-        return "opt"
-    if "arch" in flag or flag.startswith(("-gencode", "--generate-code", "-code", "--gpu-code")):
-        return "arch"
-    if flag in ("-G", "--device-debug"):
-        return "debug"
-    return None
-
-
-def _merge(defaults: Sequence[str], extra: Sequence[str] | None) -> list[str]:
-    """Defaults plus ``extra``; a default is dropped when ``extra`` has a flag of its kind."""
-    extra = list(extra or [])
-    given = {_kind(f) for f in extra} - {None}
-    if "debug" in given:  # -G replaces both the optimisation level and -lineinfo
-        given |= {"opt", "lineinfo"}
-    kept = [f for f in defaults if _kind(f) not in given and not (f == "-lineinfo" and "lineinfo" in given)]
-    return kept + [f for f in extra if f not in kept]
-
-
 # --------------------------------------------------------------------------------------- build
 def extensions_dir() -> Path:
     """The folder that holds one build folder per extension module."""
@@ -126,15 +104,12 @@ def _remove_stale_lock(build_dir: Path) -> None:
 
 def _build_failure(module_name: str, build_dir: Path, log: str) -> BuildError:
     log = log.replace(str(build_dir) + os.sep, "")  # "cuda.cu(12): error: ..." reads better than the full path
-    first = first_error_line(log)
-    return BuildError(f"{first}\n\nBuilding extension {module_name!r} failed (build folder: {build_dir}). "
-                      f"Full compiler log:\n{log}", log=log)
+    return BuildError(f"{first_error_line(log)}\n\nBuilding extension {module_name!r} failed "
+                      f"(build folder: {build_dir}). Full compiler log:\n{log}", log=log)
 
 
 def build_extension(name: str, cpp_sources: str, cuda_sources: str | None = None,
-                    functions: Sequence[str] = (), *, extra_cflags: Sequence[str] | None = None,
-                    extra_cuda_cflags: Sequence[str] | None = None,
-                    verbose: bool = False) -> types.ModuleType:
+                    functions: Sequence[str] = ()) -> types.ModuleType:
     """Compile ``cpp_sources`` (and ``cuda_sources``) into a Python module and import it.
 
     ``functions`` are the C++ functions to expose (``load_inline`` writes the bindings; leave it
@@ -144,8 +119,6 @@ def build_extension(name: str, cpp_sources: str, cuda_sources: str | None = None
     (message: the first compiler error line, then the log) when the sources do not compile and
     `ToolchainError` when a tool or, for ``cuda_sources``, a CUDA GPU is missing.
     """
-    if isinstance(functions, str):
-        functions = [functions]
     functions = list(functions)
     if cuda_sources is not None and not torch.cuda.is_available():
         raise ToolchainError(
@@ -153,8 +126,8 @@ def build_extension(name: str, cpp_sources: str, cuda_sources: str | None = None
             f"{torch.__version__}, torch.cuda.is_available() is False), so a CUDA extension could not "
             "run here. Pass the C++ twin of the kernel as cpp_sources (cuda_sources=None), or check "
             "that the CUDA source compiles with compile_cuda(source), which needs only nvcc.")
-    cflags = _merge(HOST_CFLAGS, extra_cflags)
-    cuda_cflags = _merge(default_cuda_cflags(), extra_cuda_cflags) if cuda_sources is not None else []
+    cflags = list(HOST_CFLAGS)
+    cuda_cflags = default_cuda_cflags() if cuda_sources is not None else []
     cxx = require_host_compiler()
     # The compiler is part of the name: a module built by another compiler is another module.
     module_name = extension_name(name, cpp_sources, cuda_sources, functions, [*cflags, f"cxx={cxx}"],
@@ -178,7 +151,7 @@ def build_extension(name: str, cpp_sources: str, cuda_sources: str | None = None
             name=module_name, cpp_sources=cpp_sources, cuda_sources=cuda_sources,
             functions=functions or None, extra_cflags=cflags,
             extra_cuda_cflags=cuda_cflags or None, build_directory=str(build_dir),
-            verbose=verbose, with_cuda=cuda_sources is not None)
+            with_cuda=cuda_sources is not None)
     except RuntimeError as err:
         message = str(err)
         if message.startswith("Error building extension"):
@@ -233,7 +206,7 @@ def compile_cuda(cuda_source: str, *, arch: str = "sm_90", output: str = "ptx",
     """
     if output not in ("ptx", "cubin"):
         raise ValueError(f"output must be 'ptx' or 'cubin', got {output!r}")
-    target = f"sm_{parse_arch(arch)}" + ("a" if isinstance(arch, str) and arch.endswith("a") else "")
+    target = f"sm_{parse_arch(arch)}"
     if not isinstance(cuda_source, str) or not cuda_source.strip():
         raise ValueError("cuda_source must be the CUDA C++ source text")
     nvcc = require_nvcc()

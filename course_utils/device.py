@@ -84,11 +84,8 @@ def _cpu_name() -> str:
 
 def environment() -> dict[str, str]:
     """What this run ran on: GPU (or CPU), versions, and the Triton mode, as strings."""
-    try:
-        import triton
-        triton_version = triton.__version__
-    except ImportError:  # the notebooks need Triton, but the report should still say what is missing
-        triton_version = "not installed"
+    import triton  # here, not at the top: `import course_utils` does not import Triton
+
     env: dict[str, str] = {}
     if HAS_CUDA:
         props = torch.cuda.get_device_properties(0)
@@ -102,7 +99,7 @@ def environment() -> dict[str, str]:
         env["gpu"] = "none"
         env["cpu"] = f"{_cpu_name()} ({os.cpu_count()} logical cores)"
     env["torch"] = torch.__version__
-    env["triton"] = triton_version
+    env["triton"] = triton.__version__
     env["python"] = sys.version.split()[0]
     env["triton_mode"] = "interpreter (CPU)" if INTERPRET else "compiled"
     return env

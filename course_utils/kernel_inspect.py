@@ -34,7 +34,7 @@ import subprocess
 import sys
 import textwrap
 import types
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -81,25 +81,12 @@ _PTX_COUNTERS: dict[str, re.Pattern[str]] = {
     "ldmatrix": re.compile(r"\bldmatrix\b"),
     "mma": re.compile(r"\bmma\.sync\b"),
     "wgmma": re.compile(r"\bwgmma\.mma_async\b"),
-    "bar.sync": re.compile(r"\b(?:bar\.sync|barrier\.sync)\b"),
 }
 
 _SASS_COUNTERS: dict[str, re.Pattern[str]] = {
-    "LDG": re.compile(r"\bLDG\b"),
     "LDG.128": re.compile(r"\bLDG(?:\.\w+)*\.128\b"),
-    "STG": re.compile(r"\bSTG\b"),
-    "STG.128": re.compile(r"\bSTG(?:\.\w+)*\.128\b"),
-    "LDS": re.compile(r"\bLDS\b"),
-    "STS": re.compile(r"\bSTS\b"),
-    "LDGSTS": re.compile(r"\bLDGSTS\b"),
-    "LDSM": re.compile(r"\bLDSM\b"),
-    "HMMA": re.compile(r"\bHMMA\b"),
-    "HGMMA": re.compile(r"\bHGMMA\b"),
-    "QGMMA": re.compile(r"\bQGMMA\b"),  # fp8 warpgroup MMA (Hopper)
-    "IGMMA": re.compile(r"\bIGMMA\b"),  # int8 warpgroup MMA (Hopper)
-    "LDL": re.compile(r"\bLDL\b"),
-    "STL": re.compile(r"\bSTL\b"),
-    "BAR": re.compile(r"\bBAR\b"),
+    # mma.sync (HMMA) and Hopper's warpgroup MMA: fp16/bf16 (HGMMA), fp8 (QGMMA), int8 (IGMMA)
+    "tensor_core": re.compile(r"\b(?:HMMA|HGMMA|QGMMA|IGMMA)\b"),
 }
 
 
@@ -131,7 +118,7 @@ def clean_sass(raw: str) -> str:
         match = re.match(r"/\*([0-9a-f]{4,})\*/\s*(.*?)\s*;?\s*(?:/\* 0x[0-9a-f]+ \*/)?$", stripped)
         if match:
             out.append(f"/*{match.group(1)}*/ {match.group(2).rstrip(' ;')} ;")
-        elif stripped.startswith(("Function :", "code for", ".")) or stripped.startswith("..."):
+        elif stripped.startswith(("Function :", "code for", ".")):
             out.append(stripped)
     return "\n".join(out)
 
@@ -163,7 +150,6 @@ class KernelSummary:
     registers: int | None
     spill_stores_bytes: int | None
     spill_loads_bytes: int | None
-    local_bytes: int | None
     shared_bytes: int | None
     global_loads: int
     vector_global_loads: int
@@ -177,15 +163,6 @@ class KernelSummary:
     sass_instructions: int | None
     sass_tensor_core_ops: int | None
     sass_128bit_loads: int | None
-    ptx: dict[str, int] = field(default_factory=dict, repr=False)
-    sass: dict[str, int] = field(default_factory=dict, repr=False)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The headline fields (without the raw count dictionaries)."""
-        d = asdict(self)
-        d.pop("ptx")
-        d.pop("sass")
-        return d
 
     def __str__(self) -> str:
         def show(v: Any) -> str:
@@ -222,28 +199,24 @@ def _widest_load(ptx: str) -> str:
     return best
 
 
-def summarize(name: str, arch: str, language: str, ptx: str, sass: str | None = None,
-              resources: Mapping[str, int | None] | None = None) -> KernelSummary:
-    """Build a `KernelSummary` from PTX text, optional clean SASS and a resources dict
-    (``registers``, ``spill_stores_bytes``, ``spill_loads_bytes``, ``local_bytes``, ``shared_bytes``)."""
+def summarize(name: str, arch: str, language: str, ptx: str, sass: str | None,
+              res: Mapping[str, int | None]) -> KernelSummary:
+    """Build a `KernelSummary` from PTX text, clean SASS (or None) and a resources dict
+    (``registers``, ``spill_stores_bytes``, ``spill_loads_bytes``, ``shared_bytes``)."""
     p = ptx_counts(ptx)
     s = sass_counts(sass) if sass else {}
-    res = dict(resources or {})
     kind = "wgmma" if p["wgmma"] else "mma.sync" if p["mma"] else ""
     return KernelSummary(
         name=name, arch=arch, language=language,
         registers=res.get("registers"), spill_stores_bytes=res.get("spill_stores_bytes"),
-        spill_loads_bytes=res.get("spill_loads_bytes"), local_bytes=res.get("local_bytes"),
-        shared_bytes=res.get("shared_bytes"),
+        spill_loads_bytes=res.get("spill_loads_bytes"), shared_bytes=res.get("shared_bytes"),
         global_loads=p["ld.global"], vector_global_loads=p["ld.global.v2"] + p["ld.global.v4"],
         global_stores=p["st.global"], vector_global_stores=p["st.global.v2"] + p["st.global.v4"],
         widest_global_load=_widest_load(ptx), async_copies=p["cp.async"],
         shared_memory_ops=p["ld.shared"] + p["st.shared"] + p["cp.async"] + p["ldmatrix"],
         tensor_core_ops=p["mma"] + p["wgmma"], tensor_core_kind=kind,
-        sass_instructions=s.get("instructions") if s else None,
-        sass_tensor_core_ops=(s["HMMA"] + s["HGMMA"] + s["QGMMA"] + s["IGMMA"]) if s else None,
-        sass_128bit_loads=s.get("LDG.128") if s else None,
-        ptx=p, sass=s,
+        sass_instructions=s.get("instructions"), sass_tensor_core_ops=s.get("tensor_core"),
+        sass_128bit_loads=s.get("LDG.128"),  # None without SASS
     )
 
 
@@ -254,16 +227,13 @@ def summarize(name: str, arch: str, language: str, ptx: str, sass: str | None = 
 @dataclass
 class CompiledStages:
     """One compiled kernel: ``stages`` maps 'ttir', 'ttgir', 'llir', 'ptx', 'sass' (those that
-    exist) to their text; ``summary`` is its `KernelSummary`; ``cubin`` the binary, if built."""
+    exist) to their text; ``summary`` is its `KernelSummary`; ``metadata`` Triton's launch options."""
 
     name: str
     arch: str
-    language: str
     stages: dict[str, str]
     summary: KernelSummary
-    cubin: bytes | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-    log: str = ""
 
     def __getitem__(self, stage: str) -> str:
         if stage not in self.stages:
@@ -278,42 +248,30 @@ class CompiledStages:
         return pd.DataFrame([{"stage": k, "lines": v.count("\n") + 1, "chars": len(v)}
                              for k, v in self.stages.items()])
 
-    def grep(self, pattern: str, stage: str = "ptx", *, regex: bool = False, limit: int | None = None) -> list[str]:
-        """Lines of ``stage`` containing ``pattern`` (a plain substring unless ``regex``)."""
+    def grep(self, pattern: str, stage: str = "ptx", *, limit: int | None = None) -> list[str]:
+        """Lines of ``stage`` containing the substring ``pattern`` (PTX without comments and debug lines)."""
         text = self[stage]
         lines = _code_lines(text) if stage == "ptx" else [ln.strip() for ln in text.splitlines()]
-        if regex:
-            compiled = re.compile(pattern)
-            hits = [ln for ln in lines if compiled.search(ln)]
-        else:
-            hits = [ln for ln in lines if pattern in ln]
-        return hits if limit is None else hits[:limit]
+        return [ln for ln in lines if pattern in ln][:limit]
 
-    def show(self, stage: str = "ptx", pattern: str | None = None, *, max_lines: int = 40,
-             regex: bool = False) -> None:
-        """Print ``stage`` (or only the lines matching ``pattern``), at most ``max_lines`` lines."""
-        lines = self.grep(pattern, stage, regex=regex) if pattern else self[stage].splitlines()
+    def show(self, stage: str = "ptx", pattern: str | None = None, *, max_lines: int = 40) -> None:
+        """Print ``stage`` (or only the lines containing ``pattern``), at most ``max_lines`` lines."""
+        lines = self.grep(pattern, stage) if pattern else self[stage].splitlines()
         for line in lines[:max_lines]:
             print(line)
         if len(lines) > max_lines:
             print(f"... ({len(lines) - max_lines} more lines)")
 
 
-def _resources_from_cubin(cubin_path: Path) -> dict[str, int]:
+def _cuobjdump(cubin_path: Path) -> tuple[str | None, dict[str, int]]:
+    """(clean SASS, registers and static shared memory) of a cubin; (None, {}) without cuobjdump."""
     tool = tool_path("cuobjdump")
     if tool is None:
-        return {}
-    out = run_tool([tool, "--dump-resource-usage", str(cubin_path)], "cuobjdump --dump-resource-usage")
-    match = re.search(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)", out)
-    if not match:
-        return {}
-    reg, _stack, shared, local = map(int, match.groups())
-    return {"registers": reg, "shared_bytes": shared, "local_bytes": local}
-
-
-def _sass_from_cubin(cubin_path: Path) -> str | None:
-    tool = tool_path("cuobjdump")
-    return clean_sass(run_tool([tool, "-sass", str(cubin_path)], "cuobjdump -sass")) if tool else None
+        return None, {}
+    sass = clean_sass(run_tool([tool, "-sass", str(cubin_path)], "cuobjdump -sass"))
+    usage = run_tool([tool, "--dump-resource-usage", str(cubin_path)], "cuobjdump --dump-resource-usage")
+    match = re.search(r"REG:(\d+)\s+STACK:\d+\s+SHARED:(\d+)", usage)
+    return sass, ({"registers": int(match[1]), "shared_bytes": int(match[2])} if match else {})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -322,7 +280,7 @@ def _sass_from_cubin(cubin_path: Path) -> str | None:
 
 def triton_type(value: Any) -> str:
     """Triton signature type of an example argument: a tensor -> '*fp32', an int -> 'i32' or 'i64',
-    a float -> 'fp32', a type string -> itself (validated)."""
+    a type string -> itself (validated)."""
     import torch
 
     if isinstance(value, str):
@@ -334,12 +292,8 @@ def triton_type(value: Any) -> str:
         if name not in _TORCH_TYPES:
             raise TypeError(f"no Triton pointer type for tensors of dtype {value.dtype}")
         return "*" + _TORCH_TYPES[name]
-    if isinstance(value, bool):
-        return "i1"
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return "i32" if -2**31 <= value < 2**31 else "i64"
-    if isinstance(value, float):
-        return "fp32"
     raise TypeError(f"cannot infer a Triton type from {type(value).__name__}; give a type string like '*fp32'")
 
 
@@ -405,17 +359,6 @@ def _kernel_location(kernel: Any) -> dict[str, Any]:
     return {"module": None, "name": fn.__name__, "source": kernel_source(kernel)}
 
 
-def _constexpr_json(name: str, value: Any) -> Any:
-    if type(value).__name__ == "constexpr":
-        value = value.value
-    if type(value).__name__ == "dtype" and hasattr(value, "name"):  # tl.float16 and friends
-        return {"triton_dtype": {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
-                .get(value.name, value.name)}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise TypeError(f"constexpr {name}={value!r}: give a number, a string, a bool or a tl dtype")
-
-
 def _runtime_argument(name: str, value: Any, divisible_by_16: set[str] | None) -> list[Any]:
     """[triton type, example int or None, 16-divisible?], as the JIT would specialize ``value``."""
     import torch
@@ -439,7 +382,7 @@ def compile_triton_jobs(jobs: Sequence[Mapping[str, Any]]) -> list[CompiledStage
     Each job is a mapping of `compile_triton`'s arguments: ``kernel``, ``signature`` and optionally
     ``constexprs``, ``arch``, ``num_warps``, ``num_stages``, ``divisible_by_16``, ``options``.
     """
-    requests, archs = [], []
+    requests = []
     for job in jobs:
         job = dict(job)
         unknown = set(job) - {"kernel", "signature", "constexprs", "arch", "num_warps", "num_stages",
@@ -461,11 +404,13 @@ def compile_triton_jobs(jobs: Sequence[Mapping[str, Any]]) -> list[CompiledStage
             sig = [_runtime_argument(f"#{i}", v, aligned) for i, v in enumerate(signature)]
         else:
             raise TypeError("signature must be a mapping name -> type/example value, or a sequence in argument order")
-        constexprs = {k: _constexpr_json(k, v) for k, v in dict(job.get("constexprs") or {}).items()}
+        constexprs = dict(job.get("constexprs") or {})
+        for k, v in constexprs.items():  # they travel to the worker as JSON
+            if not (v is None or isinstance(v, (bool, int, float, str))):
+                raise TypeError(f"constexpr {k}={v!r}: give a number, a string or a bool")
         requests.append({**_kernel_location(job["kernel"]), "signature": sig, "constexprs": constexprs,
                          "arch": arch, "num_warps": num_warps, "num_stages": num_stages,
                          "options": dict(job.get("options") or {})})
-        archs.append(arch)
     project = str(Path(__file__).resolve().parent.parent)
     # The worker sees this process's import path, so it imports kernels from the same modules; it is run
     # through runpy so that course_utils/ itself is not put first on that path.
@@ -478,13 +423,13 @@ def compile_triton_jobs(jobs: Sequence[Mapping[str, Any]]) -> list[CompiledStage
         raise KernelCompileError(f"the Triton compile worker failed:\n{done.stderr[-4000:]}")
     answers = json.loads(done.stdout)
     results = []
-    for request, arch, answer in zip(requests, archs, answers):
+    for request, answer in zip(requests, answers):
         if "error" in answer:
             error = ValueError if answer["kind"] in ("ValueError", "TypeError") else KernelCompileError
-            raise error(f"{request['name']} for sm_{arch}: {answer['error']}")
+            raise error(f"{request['name']} for sm_{request['arch']}: {answer['error']}")
         if answer.get("printed"):
             print(answer["printed"], end="")  # tl.static_print runs at compile time, in the worker
-        results.append(_stages_from_triton(answer, arch))
+        results.append(_stages_from_triton(answer, request["arch"]))
     return results
 
 
@@ -518,33 +463,28 @@ def compile_triton(kernel: Any, signature: Mapping[str, Any] | Sequence[Any],
 def _stages_from_triton(answer: Mapping[str, Any], arch: int) -> CompiledStages:
     asm, meta = answer["asm"], answer["metadata"]
     stages = {k: asm[k] for k in ("ttir", "ttgir", "llir", "ptx") if k in asm}
-    cubin = base64.b64decode(asm["cubin"]) if "cubin" in asm else None
-    name = meta.get("name", "kernel")
-    workdir = BUILD_DIR / f"triton_{name}_{hashlib.sha256(stages.get('ptx', '').encode()).hexdigest()[:16]}_sm{arch}"
+    name = meta["name"]
+    workdir = BUILD_DIR / f"triton_{name}_{hashlib.sha256(stages['ptx'].encode()).hexdigest()[:16]}_sm{arch}"
     workdir.mkdir(parents=True, exist_ok=True)
     resources: dict[str, int | None] = {}
     ptxas = tool_path("ptxas")
-    if "ptx" in stages and ptxas:  # registers and spills, as ptxas reports them
+    if ptxas:  # registers and spills, as ptxas reports them
         (workdir / "kernel.ptx").write_text(stages["ptx"], encoding="utf-8")
         gpu = f"sm_{arch}a" if arch >= 90 else f"sm_{arch}"
         resources.update(parse_ptxas_log(run_tool([ptxas, "-v", f"--gpu-name={gpu}", "kernel.ptx", "-o",
                                                    "kernel.cubin"], "ptxas -v", cwd=workdir)))
-    static_smem = resources.get("shared_bytes", 0) or 0
-    if cubin:
-        cubin_path = workdir / f"{name}.cubin"
-        cubin_path.write_bytes(cubin)
-        from_cubin = _resources_from_cubin(cubin_path)
-        if "registers" in from_cubin:
-            resources["registers"] = from_cubin["registers"]  # what the cubin Triton loads really uses
-        resources["local_bytes"] = from_cubin.get("local_bytes")
-        static_smem = from_cubin.get("shared_bytes", static_smem)
-        sass = _sass_from_cubin(cubin_path)
-        if sass:
-            stages["sass"] = sass
+    cubin_path = workdir / f"{name}.cubin"
+    cubin_path.write_bytes(base64.b64decode(asm["cubin"]))
+    sass, from_cubin = _cuobjdump(cubin_path)
+    if "registers" in from_cubin:
+        resources["registers"] = from_cubin["registers"]  # what the cubin Triton loads really uses
+    static_smem = from_cubin.get("shared_bytes", resources.get("shared_bytes", 0))
+    if sass:
+        stages["sass"] = sass
     resources["shared_bytes"] = int(meta.get("shared", 0) or 0) + int(static_smem or 0)
     label = f"sm_{arch}"
-    summary = summarize(name, label, "triton", stages.get("ptx", ""), stages.get("sass"), resources)
-    return CompiledStages(name=name, arch=label, language="triton", stages=stages, summary=summary, cubin=cubin,
+    summary = summarize(name, label, "triton", stages["ptx"], sass, resources)
+    return CompiledStages(name=name, arch=label, stages=stages, summary=summary,
                           metadata={k: meta[k] for k in ("num_warps", "num_stages", "shared") if k in meta})
 
 
@@ -552,33 +492,29 @@ def _stages_from_triton(answer: Mapping[str, Any], arch: int) -> CompiledStages:
 # CUDA C++ through nvcc
 # ----------------------------------------------------------------------------------------------
 
-def inspect_cuda(source: str, *, arch: str | int = "sm_90", name: str | None = None) -> CompiledStages:
+def inspect_cuda(source: str, *, arch: str | int = "sm_90") -> CompiledStages:
     """Compile CUDA C++ ``source`` for ``arch`` with `course_utils.cuda_build.compile_cuda` (nvcc, no
-    GPU) and summarize one ``__global__`` function (``name``, default: the first one): PTX, SASS via
-    cuobjdump, and nvcc's resource usage. Raises `course_utils.toolchain.BuildError` with nvcc's first error line."""
+    GPU) and summarize its first ``__global__`` function: PTX, SASS via cuobjdump, and nvcc's resource
+    usage. Raises `course_utils.toolchain.BuildError` with nvcc's first error line."""
     if not isinstance(source, str) or "__global__" not in source:
         raise ValueError("source must be CUDA C++ text containing at least one __global__ kernel")
     gpu = f"sm_{parse_arch(arch)}"
-    kernels = re.findall(r"__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?\w[\w:<>\s\*]*?\s+(\w+)\s*\(", source)
-    if name is None:
-        if not kernels:
-            raise ValueError("could not find the name of a __global__ function in source; pass name=")
-        name = kernels[0]
-    elif name not in kernels:
-        raise ValueError(f"no __global__ function named {name!r} in source (found {kernels})")
+    match = re.search(r"__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?\w[\w:<>\s\*]*?\s+(\w+)\s*\(", source)
+    if match is None:
+        raise ValueError("could not find the name of a __global__ function in source")
+    name = match.group(1)
     ptx = compile_cuda(source, arch=gpu, output="ptx")
     cubin_path = Path(compile_cuda(source, arch=gpu, output="cubin"))
     log = compiler_log_path(cubin_path).read_text(encoding="utf-8")
     resources: dict[str, int | None] = dict(parse_ptxas_log(log, kernel=name))
     stages = {"cuda": source, "ptx": ptx}
-    sass = _sass_from_cubin(cubin_path)
+    sass, from_cubin = _cuobjdump(cubin_path)
     if sass:
         stages["sass"] = sass
-    for key, value in _resources_from_cubin(cubin_path).items():
+    for key, value in from_cubin.items():
         resources.setdefault(key, value)  # ptxas prints no smem line when a kernel uses none
-    summary = summarize(name, gpu, "cuda", ptx, sass, resources)
-    return CompiledStages(name=name, arch=gpu, language="cuda", stages=stages, summary=summary,
-                          cubin=cubin_path.read_bytes(), log=log)
+    return CompiledStages(name=name, arch=gpu, stages=stages,
+                          summary=summarize(name, gpu, "cuda", ptx, sass, resources))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -591,16 +527,11 @@ _COMPARE_FIELDS = ["registers", "spill_stores_bytes", "spill_loads_bytes", "shar
                    "sass_128bit_loads", "sass_tensor_core_ops"]
 
 
-def compare(variants: Mapping[str, CompiledStages | KernelSummary]) -> pd.DataFrame:
+def compare(variants: Mapping[str, CompiledStages]) -> pd.DataFrame:
     """Summaries side by side: one row per summary field, one column per named variant."""
     if not variants:
         raise ValueError("compare needs at least one variant")
-    columns = {}
-    for label, item in variants.items():
-        summary = item.summary if isinstance(item, CompiledStages) else item
-        if not isinstance(summary, KernelSummary):
-            raise TypeError(f"variant {label!r} must be CompiledStages or KernelSummary, got {type(item).__name__}")
-        columns[label] = {f: getattr(summary, f) for f in _COMPARE_FIELDS}
+    columns = {label: {f: getattr(k.summary, f) for f in _COMPARE_FIELDS} for label, k in variants.items()}
     return pd.DataFrame(columns).rename_axis("field")
 
 
@@ -614,32 +545,25 @@ _NORMALIZE = [
 ]
 
 
-def normalized_lines(text: str, stage: str = "ptx", kernel_name: str | None = None) -> list[str]:
-    """Lines of a stage with register numbers, labels, addresses (and the kernel's own name, if
-    given) replaced by placeholders, so that a diff shows changed instructions, not renumbering."""
+def normalized_lines(text: str, stage: str, kernel_name: str) -> list[str]:
+    """Lines of a stage with register numbers, labels, addresses and the kernel's own name replaced
+    by placeholders, so that a diff shows changed instructions, not renumbering."""
     lines = _code_lines(text) if stage == "ptx" else [ln.strip() for ln in text.splitlines() if ln.strip()]
-    name_re = re.compile(rf"\b{re.escape(kernel_name)}(?=\b|_param)") if kernel_name else None
+    name_re = re.compile(rf"\b{re.escape(kernel_name)}(?=\b|_param)")
     out = []
     for line in lines:
         for pattern, repl in _NORMALIZE:
             line = pattern.sub(repl, line)
-        if name_re is not None:
-            line = name_re.sub("<kernel>", line)
-        out.append(line)
+        out.append(name_re.sub("<kernel>", line))
     return out
 
 
-def diff(a: CompiledStages, b: CompiledStages, stage: str = "ptx", *, normalize: bool = True,
-         context: int = 1, max_lines: int = 60, a_label: str | None = None, b_label: str | None = None) -> str:
-    """A unified diff of one stage of two variants (normalized by default), at most ``max_lines`` lines."""
-    if not isinstance(a, CompiledStages) or not isinstance(b, CompiledStages):
-        raise TypeError("diff takes two CompiledStages (from compile_triton or compile_cuda)")
-    if normalize:
-        left, right = normalized_lines(a[stage], stage, a.name), normalized_lines(b[stage], stage, b.name)
-    else:
-        left, right = a[stage].splitlines(), b[stage].splitlines()
+def diff(a: CompiledStages, b: CompiledStages, stage: str = "ptx", *, max_lines: int = 60,
+         a_label: str | None = None, b_label: str | None = None) -> str:
+    """A unified diff of one stage of two variants (`normalized_lines`), at most ``max_lines`` lines."""
+    left, right = normalized_lines(a[stage], stage, a.name), normalized_lines(b[stage], stage, b.name)
     lines = list(difflib.unified_diff(left, right, fromfile=a_label or a.name, tofile=b_label or b.name,
-                                      n=context, lineterm=""))
+                                      n=1, lineterm=""))
     if not lines:
         return f"no differences in {stage}"
     if len(lines) > max_lines:

@@ -6,7 +6,7 @@ Nothing here picks a matplotlib backend: notebooks render inline and headless ru
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -30,34 +30,22 @@ def _axes(ax: Axes | None) -> Axes:
     return ax
 
 
-def _providers(frame: pd.DataFrame, providers: Sequence[str] | None) -> list[str]:
-    known = list(dict.fromkeys(frame["provider"]))
-    if providers is None:
-        return known
-    unknown = [p for p in providers if p not in known]
-    if unknown:
-        raise ValueError(f"unknown provider(s) {unknown}; the frame has {known}")
-    return list(providers)
-
-
 def plot_throughput(frame: pd.DataFrame, metric: str = "gbps", *, peak: float | None = None,
-                    peak_label: str = "peak", providers: Sequence[str] | None = None,
-                    title: str = "", xlabel: str = "size", logx: bool = True,
+                    peak_label: str = "peak", title: str = "", xlabel: str = "size",
                     ax: Axes | None = None) -> Axes:
-    """One line per provider of ``metric`` against size, with a dashed line at ``peak``."""
+    """One line per provider of ``metric`` against size (log scale), with a dashed line at ``peak``."""
     if metric not in _METRICS:
         raise ValueError(f"metric must be one of {list(_METRICS)}, got {metric!r}")
     ax = _axes(ax)
     with plt.rc_context(STYLE):
-        for name in _providers(frame, providers):
+        for name in dict.fromkeys(frame["provider"]):
             rows = frame[frame["provider"] == name].sort_values("size")
             ax.plot(rows["size"], rows[metric], marker="o", markersize=3, label=name)
         if peak is not None:
             ax.axhline(peak, color="black", linestyle="--", linewidth=1)
             ax.annotate(f"{peak_label}: {peak:,.0f}", (0.01, peak), xycoords=("axes fraction", "data"),
                         va="bottom", fontsize=9)
-        if logx:
-            ax.set_xscale("log", base=2)
+        ax.set_xscale("log", base=2)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(_METRICS[metric])
         ax.set_title(title)

@@ -19,20 +19,16 @@ from matplotlib.axes import Axes
 from torch.autograd import DeviceType
 from torch.profiler import record_function
 
+from course_utils.device import HAS_CUDA
 from course_utils.plots import STYLE
-
-__all__ = ["annotate", "annotate_calls", "stack_config", "device_activity", "time_breakdown", "idle_fraction",
-           "top_kernels", "short_kernel_name", "range_times", "time_by_source", "plot_time_breakdown"]
 
 _CATEGORIES = ("kernel", "memcpy", "memset", "cpu_op", "runtime")
 _COLORS = {"kernel": "tab:blue", "memcpy": "tab:orange", "memset": "tab:purple", "cpu_op": "tab:green",
            "runtime": "tab:red", "idle": "lightgray"}
 _COLUMNS = ["name", "category", "op", "op_chain", "start_us", "end_us", "duration_us", "stream"]
-_DEVICE_TYPES = tuple(getattr(DeviceType, n) for n in ("CUDA", "PrivateUse1", "XPU", "MTIA", "HPU")
-                      if hasattr(DeviceType, n))
 # CUDA runtime/driver calls and CUPTI's own work, recorded as CPU events: torch 2.13 tags them with
 # activity_type, torch 2.11 does not, so their names are the fallback.
-_RUNTIME_TYPES = ("cuda_runtime", "cuda_driver", "overhead", "privateuse1_runtime", "privateuse1_driver")
+_RUNTIME_TYPES = ("cuda_runtime", "cuda_driver", "overhead")
 _RUNTIME_NAME = re.compile(r"^(cuda[A-Z_]|cu[A-Z]|Lazy Function Loading|Activity Buffer Request|"
                            r"Runtime Triggered Module Loading|Buffer Flush|Command Buffer Full)")
 _PY_FRAME = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?P<func>.*)$")
@@ -40,44 +36,32 @@ _LIBRARY_MARKERS = ("torch/", "site-packages/", "dist-packages/", "/lib/python",
                     "contextlib.py", "typing.py", "functools.py", "IPython/", "ipykernel/")
 
 
-def _nvtx_flag(nvtx: object) -> bool:
-    if nvtx is None:
-        return torch.cuda.is_available()  # CPU builds of torch have no NVTX
-    if not isinstance(nvtx, bool):
-        raise TypeError(f"nvtx must be True, False or None, got {nvtx!r}")
-    if nvtx and not torch.cuda.is_available():
-        raise ValueError("nvtx=True needs a CUDA build of torch with a GPU; use nvtx=None to skip it here")
-    return nvtx
-
-
 @contextlib.contextmanager
-def _ranges(name: str, nvtx: bool) -> Iterator[None]:
+def _ranges(name: str) -> Iterator[None]:
     with record_function(name):
-        if nvtx:
+        if HAS_CUDA:  # CPU builds of torch have no NVTX
             torch.cuda.nvtx.range_push(name)
         try:
             yield
         finally:
-            if nvtx:
+            if HAS_CUDA:
                 torch.cuda.nvtx.range_pop()
 
 
-def annotate(name: str, *, nvtx: bool | None = None) -> contextlib.AbstractContextManager[None]:
-    """A ``record_function`` range and an NVTX range named ``name``, opened and closed together.
-
-    ``with annotate("data"): ...`` or ``@annotate("train_step")`` (each call opens fresh ranges).
-    ``nvtx=None`` emits NVTX only where CUDA is available; ``nvtx=True`` without CUDA raises ValueError.
-    """
+def annotate(name: str) -> contextlib.AbstractContextManager[None]:
+    """A ``record_function`` range and, where CUDA is available, an NVTX range named ``name``, opened
+    and closed together: ``with annotate("data"): ...`` or ``@annotate("train_step")`` (each call
+    opens fresh ranges)."""
     if not isinstance(name, str):
         raise TypeError(f"a range name must be a str, got {type(name).__name__}")
     if not name.strip():
         raise ValueError("a range name must not be empty")
-    return _ranges(name, _nvtx_flag(nvtx))
+    return _ranges(name)
 
 
 @contextlib.contextmanager
 def annotate_calls(target: torch.nn.Module | types.ModuleType | object, names: Sequence[str] | None = None,
-                   *, prefix: str | None = None, nvtx: bool | None = None) -> Iterator[list[str]]:
+                   *, prefix: str | None = None) -> Iterator[list[str]]:
     """Annotate every call of ``target``'s submodules or functions; yields the range names.
 
     - an ``nn.Module``: each submodule (itself included; or only the qualified ``names``) gets an
@@ -87,7 +71,6 @@ def annotate_calls(target: torch.nn.Module | types.ModuleType | object, names: S
 
     On exit, even after an exception, every attribute is deleted or put back as it was.
     """
-    nvtx = _nvtx_flag(nvtx)
     if names is not None and (isinstance(names, str) or not all(isinstance(n, str) for n in names)):
         raise TypeError("names must be a sequence of str (e.g. ['linear', 'relu']), not a single str")
     if isinstance(target, torch.nn.Module):
@@ -113,7 +96,7 @@ def annotate_calls(target: torch.nn.Module | types.ModuleType | object, names: S
                 undo.append(functools.partial(setattr, obj, attr, vars(obj)[attr]))
             else:  # it came from the class: drop the shadowing copy
                 undo.append(functools.partial(delattr, obj, attr))
-            setattr(obj, attr, _ranges(label, nvtx)(getattr(obj, attr)))
+            setattr(obj, attr, _ranges(label)(getattr(obj, attr)))
         yield [label for _, _, label in patches]
     finally:
         for step in reversed(undo):
@@ -208,7 +191,7 @@ def device_activity(prof: Any, *, device: str = "auto") -> pd.DataFrame:
         raise ValueError(f"device must be 'auto', 'cuda' or 'cpu', got {device!r}")
     events = _events(prof)
     annotations = {e.name for e in events if e.device_type == DeviceType.CPU and _is_annotation(e)}
-    on_device = [e for e in events if e.device_type in _DEVICE_TYPES and not _is_annotation(e, annotations)]
+    on_device = [e for e in events if e.device_type == DeviceType.CUDA and not _is_annotation(e, annotations)]
     use = device if device != "auto" else ("cuda" if on_device else "cpu")
     if use == "cuda":
         launchers = _launchers(events, on_device)
@@ -236,7 +219,7 @@ def _busy_us(frame: pd.DataFrame) -> float:
     return float((spans["end"] - spans["start"]).sum())
 
 
-def time_breakdown(frame: pd.DataFrame, window_us: tuple[float, float] | None = None) -> pd.DataFrame:
+def time_breakdown(frame: pd.DataFrame) -> pd.DataFrame:
     """Where the profiled window went: one row per category plus "idle", in us and % of the window.
 
     "idle" is the window minus the union of all rows: on a GPU no kernel, copy or memset on any
@@ -244,7 +227,7 @@ def time_breakdown(frame: pd.DataFrame, window_us: tuple[float, float] | None = 
     """
     if not isinstance(frame, pd.DataFrame) or "category" not in frame:
         raise TypeError("time_breakdown expects the DataFrame returned by device_activity")
-    start, end = window_us if window_us is not None else frame.attrs.get("window_us", (0.0, 0.0))
+    start, end = frame.attrs.get("window_us", (0.0, 0.0))
     if not frame.empty and end <= start:
         start, end = frame["start_us"].min(), frame["end_us"].max()
     window = max(float(end - start), 0.0)
@@ -339,7 +322,7 @@ def _module_path(stack: Sequence[str]) -> str | None:
     return ".".join(reversed([e[len("nn.Module: "):] for e in stack if e.startswith("nn.Module: ")])) or None
 
 
-def time_by_source(prof: Any, *, by: str = "function", n: int | None = None) -> pd.DataFrame:
+def time_by_source(prof: Any, *, by: str = "function") -> pd.DataFrame:
     """Each op's self device time (CPU time without a GPU) charged to the Python code that ran it.
 
     ``by="function"``: the innermost stack frame outside torch and the standard library
@@ -367,16 +350,14 @@ def time_by_source(prof: Any, *, by: str = "function", n: int | None = None) -> 
     out = out.astype({"ops": int}).sort_values("us", ascending=False)
     out["percent"] = 100 * out["us"] / total if total > 0 else 0.0
     out.attrs["device"] = frame.attrs["device"]
-    return out[["us", "percent", "ops"]].head(len(out) if n is None else n)
+    return out[["us", "percent", "ops"]]
 
 
-def plot_time_breakdown(frames: pd.DataFrame | Mapping[str, pd.DataFrame], *, unit: str = "percent",
+def plot_time_breakdown(frames: Mapping[str, pd.DataFrame], *, unit: str = "percent",
                         title: str = "", ax: Axes | None = None) -> Axes:
     """Stacked horizontal bars of `time_breakdown`, one per profile ({label: frame}), in % or ms."""
     if unit not in ("percent", "ms"):
         raise ValueError(f"unit must be 'percent' or 'ms', got {unit!r}")
-    if isinstance(frames, pd.DataFrame):
-        frames = {"profile": frames}
     if not frames:
         raise ValueError("frames must not be empty")
     column, scale = ("percent", 1.0) if unit == "percent" else ("us", 1e-3)

@@ -18,7 +18,7 @@ import re
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import pandas as pd
 
@@ -29,6 +29,7 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 RESULTS_DIR = PROJECT_DIR / "results"
 NOTEBOOKS_DIR = PROJECT_DIR / "notebooks"
 REFERENCE_DEVICE = "NVIDIA_H100_80GB_HBM3"
+TARGETS_PATH = RESULTS_DIR / "targets.json"
 BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
 
 
@@ -79,9 +80,37 @@ class SavedResults(NamedTuple):
     headlines: list[Headline]
 
 
-def device_slug(env: Mapping[str, str] | None = None) -> str:
+@dataclass(frozen=True)
+class Target:
+    """What an issue asks of one headline: its ratio to the baseline (unit 'x') or its figure, at least."""
+
+    issue: int
+    notebook: str
+    what: str
+    baseline: str
+    at_least: float
+    unit: str
+    note: str = ""  # where the issue's target spans several headlines, e.g. "on at least 6 of the 12 pairs"
+
+    def judges(self, notebook: str, headline: Headline) -> bool:
+        return (notebook, headline.what, headline.baseline) == (self.notebook, self.what, self.baseline)
+
+    def verdict(self, headline: Headline) -> str:
+        """e.g. '>= 1.02x (#17): missed', judged on the unrounded figure."""
+        measured = headline.ratio if self.unit == "x" else headline.value
+        met = measured is not None and measured >= self.at_least
+        bound = f"{self.at_least:.2f}x" if self.unit == "x" else f"{format_figure(self.at_least)} {self.unit}"
+        note = f", {self.note}" if self.note else ""
+        return f">= {bound} (#{self.issue}{note}): {'met' if met else 'missed'}"
+
+
+def load_targets(path: Path = TARGETS_PATH) -> list[Target]:
+    """The targets the issues set (results/targets.json), written before the runs they judge."""
+    return [Target(**t) for t in json.loads(Path(path).read_text(encoding="utf-8"))["targets"]]
+
+
+def device_slug(env: Mapping[str, str]) -> str:
     """Folder name for a device: 'cpu', or the GPU name made file-safe."""
-    env = environment() if env is None else env
     return "cpu" if env.get("gpu", "none") == "none" else re.sub(r"[^A-Za-z0-9]+", "_", env["gpu"]).strip("_")
 
 
@@ -131,21 +160,30 @@ def load_results(path: Path | str) -> SavedResults:
                         [Headline(**h) for h in record["headlines"]])
 
 
-def figures_table(results_dir: Path, device: str) -> str:
-    """The markdown table of every headline saved for ``device``, ordered by notebook."""
+def figures_table(results_dir: Path, device: str, targets: Sequence[Target] = ()) -> str:
+    """The markdown table of every headline saved for ``device``, ordered by notebook, each judged by
+    its target where an issue set one; a target that judges none of its notebook's headlines is an error."""
     paths = sorted((results_dir / device).glob("*.json"))
     if not paths:
         raise FileNotFoundError(f"no saved results in {results_dir / device}")
-    rows, machines = [], set()
+    rows, machines, used = [], set(), set()
     for path in paths:
         saved = load_results(path)
         env = saved.environment
         machine = f"{env['gpu']}, torch {env['torch']}, triton {env['triton']}"
         machines.add(machine)
         for h in saved.headlines:
+            judged = [t for t in targets if t.judges(saved.notebook, h)]
+            used.update(judged)
+            verdicts = "; ".join(t.verdict(h) for t in judged) or "-"
             rows.append([f"[{saved.notebook[:2]}](notebooks/{saved.notebook}.ipynb)", h.what, *h.table_cells(),
-                         machine])
-    header = ["notebook", "what", "figure", "baseline (same run)", "ratio", "measured on"]
+                         verdicts, machine])
+    saved_notebooks = {path.stem for path in paths}  # a notebook not run on this device has nothing to judge
+    unused = [t for t in targets if t not in used and t.notebook in saved_notebooks]
+    if unused:
+        raise ValueError("targets that judge no saved headline (renamed?): "
+                         + "; ".join(f"{t.notebook}: {t.what!r} vs {t.baseline!r}" for t in unused))
+    header = ["notebook", "what", "figure", "baseline (same run)", "ratio", "target (issue)", "measured on"]
     if len(machines) == 1:  # say it once rather than on every row
         header, rows = header[:-1], [r[:-1] for r in rows]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -170,9 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default=REFERENCE_DEVICE)
     parser.add_argument("--results", type=Path, default=RESULTS_DIR)
     parser.add_argument("--readme", type=Path, default=PROJECT_DIR / "README.md")
+    parser.add_argument("--targets", type=Path, default=TARGETS_PATH, help="the issues' targets (JSON)")
     parser.add_argument("--check", action="store_true", help="exit 1 if the README is out of date")
     args = parser.parse_args(argv)
-    new = update_readme(args.readme, figures_table(args.results, args.device))
+    targets = load_targets(args.targets) if args.targets.exists() else []
+    new = update_readme(args.readme, figures_table(args.results, args.device, targets))
     if args.check:
         if new != args.readme.read_text(encoding="utf-8"):
             print(f"{args.readme.name} is out of date: run python -m course_utils.results", file=sys.stderr)

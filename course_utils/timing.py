@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 from course_utils.device import require_device
@@ -33,7 +34,6 @@ class BenchmarkResult:
     median_ms: float
     q20_ms: float
     q80_ms: float
-    mean_ms: float
     reps: int
     timer: str  # "cuda-events" or "cpu-perf-counter"
     bytes_moved: int | None = None
@@ -109,17 +109,9 @@ def _time_cpu(fn: Callable[[], Any], warmup_ms: float, rep_ms: float, max_reps: 
     return times
 
 
-def _quantile(sorted_times: list[float], q: float) -> float:
-    pos = q * (len(sorted_times) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_times) - 1)
-    return sorted_times[lo] + (sorted_times[hi] - sorted_times[lo]) * (pos - lo)
-
-
 def benchmark(fn: Callable[[], Any], *, bytes_moved: int | None = None, flops: int | None = None,
-              dtype: torch.dtype = torch.float16, tf32: bool = False,
-              warmup_ms: float = 25.0, rep_ms: float = 100.0, flush_l2: bool = True,
-              max_reps: int = 10_000, device: str | torch.device | None = None,
+              dtype: torch.dtype = torch.float16, warmup_ms: float = 25.0, rep_ms: float = 100.0,
+              flush_l2: bool = True, max_reps: int = 10_000, device: str | torch.device | None = None,
               peaks: DevicePeaks | None | str = _AUTO) -> BenchmarkResult:
     """Time ``fn()`` and report median, quantiles and (optionally) throughput.
 
@@ -127,7 +119,7 @@ def benchmark(fn: Callable[[], Any], *, bytes_moved: int | None = None, flops: i
         fn: a function of no arguments that launches the work (for example ``lambda: x + y``).
         bytes_moved: bytes read plus bytes written by one call; gives GB/s and % of peak bandwidth.
         flops: floating-point operations of one call; gives TFLOP/s and % of peak FLOP/s.
-        dtype, tf32: which peak FLOP/s ``flops`` is compared with (see `DevicePeaks.tflops_for`).
+        dtype: which peak FLOP/s ``flops`` is compared with (see `DevicePeaks.tflops_for`).
         warmup_ms, rep_ms: time spent warming up and measuring (the number of calls follows).
         flush_l2: write a 256 MiB buffer before each call so it starts with a cold L2 (GPU only).
         device: 'cuda' or 'cpu'; default is the course's `DEVICE`.
@@ -152,18 +144,16 @@ def benchmark(fn: Callable[[], Any], *, bytes_moved: int | None = None, flops: i
             peaks = None  # no spec sheet for CPUs: the % columns stay empty
     if peaks is not None and not isinstance(peaks, DevicePeaks):
         raise TypeError(f"peaks must be a DevicePeaks, None or 'auto', got {peaks!r}")
-    ordered = sorted(times)
-    median = statistics.median(ordered)
+    median = statistics.median(times)
+    q20, q80 = (float(q) for q in np.quantile(times, [0.2, 0.8]))  # linear interpolation, as do_bench
     seconds = median / 1e3
     gbps = bytes_moved / seconds / 1e9 if bytes_moved is not None and seconds > 0 else None
     tflops = flops / seconds / 1e12 if flops is not None and seconds > 0 else None
     return BenchmarkResult(
-        median_ms=median, q20_ms=_quantile(ordered, 0.2), q80_ms=_quantile(ordered, 0.8),
-        mean_ms=statistics.fmean(ordered), reps=len(ordered), timer=timer,
+        median_ms=median, q20_ms=q20, q80_ms=q80, reps=len(times), timer=timer,
         bytes_moved=bytes_moved, flops=flops, gbps=gbps, tflops=tflops,
         pct_peak_bandwidth=100 * gbps / peaks.bandwidth_gbps if (gbps is not None and peaks) else None,
-        pct_peak_flops=(100 * tflops / peaks.tflops_for(dtype, tf32=tf32)
-                        if (tflops is not None and peaks) else None),
+        pct_peak_flops=100 * tflops / peaks.tflops_for(dtype) if (tflops is not None and peaks) else None,
     )
 
 

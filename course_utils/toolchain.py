@@ -88,19 +88,16 @@ def find_nvcc() -> str | None:
 
 
 def tool_path(name: str) -> str | None:
-    """Path of an NVIDIA tool: ``nvcc``, or ``ptxas`` / ``cuobjdump`` / ``nvdisasm``, or None.
+    """Path of an NVIDIA tool: ``nvcc``, ``ptxas`` or ``cuobjdump``, or None.
 
-    For the last three, Triton's wheel is looked in first (its ``ptxas`` reads the PTX Triton writes),
+    For the last two, Triton's wheel is looked in first (its ``ptxas`` reads the PTX Triton writes),
     then the CUDA toolkit of `find_nvcc`, then ``PATH``.
     """
     if name == "nvcc":
         return find_nvcc()
-    candidates: list[Path] = []
-    try:
-        import triton
-        candidates.append(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name)
-    except ImportError:
-        pass
+    import triton  # here, not at the top: `import course_utils` does not import Triton
+
+    candidates = [Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name]
     nvcc = find_nvcc()
     if nvcc:
         candidates.append(Path(nvcc).parent / name)
@@ -144,23 +141,23 @@ def require_nvcc() -> str:
     return found
 
 
-def version(path: str | None, flag: str = "--version") -> str | None:
+def version(path: str | None) -> str | None:
     """The version line a tool prints (nvcc: its "release" line), or None."""
     if path is None:
         return None
     try:
-        out = subprocess.run([path, flag], capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     lines = [line.strip() for line in out.splitlines() if line.strip()]
     return next((line for line in lines if "release" in line), lines[0] if lines else None)
 
 
-def run_tool(command: Sequence[str], what: str, *, cwd: Path | None = None, timeout: float = 600) -> str:
+def run_tool(command: Sequence[str], what: str, *, cwd: Path | None = None) -> str:
     """Run a compiler or binary tool; return its stdout + stderr, or raise `BuildError` whose
     message starts with the first error line of the log (`ToolchainError` if it cannot start)."""
     try:
-        done = subprocess.run(list(command), capture_output=True, text=True, cwd=cwd, timeout=timeout)
+        done = subprocess.run(list(command), capture_output=True, text=True, cwd=cwd, timeout=600)
     except (OSError, subprocess.SubprocessError) as err:
         raise ToolchainError(f"{what} could not run: {err}") from None
     log = done.stdout + done.stderr
@@ -184,7 +181,7 @@ def first_error_line(log: str) -> str:
 
 
 def parse_ptxas_log(log: str, kernel: str | None = None) -> dict[str, int]:
-    """Registers, spills, static shared memory and stack of one kernel from a ``ptxas -v`` log
+    """Registers, spills and static shared memory of one kernel from a ``ptxas -v`` log
     (nvcc ``--resource-usage`` prints the same). ``kernel`` picks its block where the log reports
     several (a mangled C++ name matches its plain name); otherwise the last kernel reported wins."""
     if kernel is not None:
@@ -194,8 +191,7 @@ def parse_ptxas_log(log: str, kernel: str | None = None) -> dict[str, int]:
         mine = [b for b in blocks if entry.search(b)]
         log = "".join(mine) or log
     patterns = {"registers": r"Used (\d+) registers", "shared_bytes": r"(\d+) bytes smem",
-                "stack_bytes": r"(\d+) bytes stack frame", "spill_stores_bytes": r"(\d+) bytes spill stores",
-                "spill_loads_bytes": r"(\d+) bytes spill loads"}
+                "spill_stores_bytes": r"(\d+) bytes spill stores", "spill_loads_bytes": r"(\d+) bytes spill loads"}
     out: dict[str, int] = {}
     for key, pattern in patterns.items():
         for match in re.finditer(pattern, log):
@@ -226,12 +222,12 @@ except RuntimeError as err:
 HOST_CFLAGS = ("-O3",)
 
 
-def raises_cleanly(cxx: str, build_root: Path | None = None) -> bool:
+def raises_cleanly(cxx: str) -> bool:
     """Whether an extension built by ``cxx`` turns a failing, formatted ``TORCH_CHECK`` into a
     Python ``RuntimeError``. Runs in a child process, since the failure being tested is a crash."""
     require_ninja()
     tag = hashlib.sha256(f"{cxx}|{torch.__version__}".encode()).hexdigest()[:10]
-    build_dir = (build_root or Path(device.CACHE_DIR) / "compiler_probe") / tag
+    build_dir = Path(device.CACHE_DIR) / "compiler_probe" / tag
     build_dir.mkdir(parents=True, exist_ok=True)
     try:
         done = subprocess.run([sys.executable, "-c", _PROBE_RUN, f"cxx_probe_{tag}", _PROBE_CPP, str(build_dir),

@@ -30,7 +30,6 @@ if os.environ.get("TRITON_INTERPRET") != "0":  # must be decided before triton i
     raise SystemExit("run this worker with TRITON_INTERPRET=0")
 
 import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
@@ -56,19 +55,12 @@ def load_kernel(job: dict[str, Any], source_dir: Path) -> JITFunction:
     return kernel
 
 
-def constexpr_value(value: Any) -> Any:
-    if isinstance(value, dict) and "triton_dtype" in value:
-        return getattr(tl, value["triton_dtype"])
-    return value
-
-
 def compile_one(job: dict[str, Any], source_dir: Path) -> dict[str, Any]:
     kernel = load_kernel(job, source_dir)
     name = kernel.fn.__name__
-    params = {p.name: p for p in kernel.params}
     arg_names = list(kernel.arg_names)
-    constexprs = {k: constexpr_value(v) for k, v in job["constexprs"].items()}
-    unknown = [k for k in constexprs if k not in params]
+    constexprs = dict(job["constexprs"])
+    unknown = [k for k in constexprs if k not in arg_names]
     if unknown:
         raise ValueError(f"constexprs {unknown} are not arguments of {name}{tuple(arg_names)}")
     py_params = inspect.signature(kernel.fn).parameters
@@ -108,9 +100,8 @@ def compile_one(job: dict[str, Any], source_dir: Path) -> dict[str, Any]:
     with contextlib.redirect_stdout(printed):
         compiled = triton.compile(source, target=target, options=options)
     asm = {k: v for k, v in compiled.asm.items() if isinstance(v, str)}
-    if isinstance(compiled.asm.get("cubin"), bytes):
-        asm["cubin"] = base64.b64encode(compiled.asm["cubin"]).decode("ascii")
-    meta = compiled.metadata._asdict() if hasattr(compiled.metadata, "_asdict") else dict(compiled.metadata)
+    asm["cubin"] = base64.b64encode(compiled.asm["cubin"]).decode("ascii")
+    meta = compiled.metadata._asdict()
     return {"printed": printed.getvalue(), "asm": asm, "metadata": {k: meta[k] for k in ("name", "num_warps", "num_stages", "shared") if k in meta}}
 
 

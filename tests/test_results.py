@@ -129,3 +129,28 @@ def test_no_notebook_uses_a_private_name_of_course_utils_or_lessons():
         imported = re.findall(r"from (?:course_utils|lessons)[\w.]* import \(?([^)\n]*)", source)
         used += [n.strip() for line in imported for n in line.split(",") if n.strip().startswith("_")]
         assert not used, f"{notebook.name} uses private names of course_utils/lessons: {used}"
+
+
+def test_targets_judge_the_unrounded_figure_and_a_stale_target_fails_the_table(tmp_path):
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    (notebooks / "01_demo.ipynb").write_text("{}")
+    headline = Headline("matmul", 1016.0, "TFLOP/s", "cuBLAS", 1000.0)  # 1.016x, printed as 1.02x
+    path = save_results("01_demo", None, [headline, Headline("busy", 91.0, "%")],
+                        results_dir=tmp_path / "results", notebooks_dir=notebooks)
+    ratio_target = results.Target(17, "01_demo", "matmul", "cuBLAS", 1.02, "x")
+    share_target = results.Target(14, "01_demo", "busy", "", 90.0, "%", note="of the final rung")
+    assert ratio_target.verdict(headline) == ">= 1.02x (#17): missed"
+    table = results.figures_table(tmp_path / "results", path.parent.name, [ratio_target, share_target])
+    assert "| 1.02x | >= 1.02x (#17): missed |" in table
+    assert "| 91 % | - | - | >= 90 % (#14, of the final rung): met |" in table
+    renamed = results.Target(17, "01_demo", "matmul 4096^3", "cuBLAS", 1.02, "x")
+    with pytest.raises(ValueError, match="judge no saved headline.*matmul 4096"):
+        results.figures_table(tmp_path / "results", path.parent.name, [renamed])
+
+
+def test_every_target_of_the_issues_judges_a_saved_headline():
+    targets = results.load_targets()
+    assert {t.issue for t in targets} >= {11, 12, 13, 14, 17}
+    assert all((results.RESULTS_DIR / results.REFERENCE_DEVICE / f"{t.notebook}.json").exists() for t in targets)
+    results.figures_table(results.RESULTS_DIR, results.REFERENCE_DEVICE, targets)  # raises on a stale target
