@@ -4,13 +4,16 @@ One module per notebook (``exercises.nb05`` ...), one `Exercise` per exercise: w
 the reference it must match (plain PyTorch or Python, not the solution), the inputs hypothesis draws and
 the tolerances. This module holds the vocabulary of those inputs: `sizes` (1, primes, around a block),
 `guarded_tensor` (random values in a view with NaN around it: contiguous, strided, transposed, sliced,
-misaligned), `guarded_values` (given values in such a view) and `tensor_arg`. The reference solutions are
-in ``solutions/`` (try first); tests/test_exercises.py checks that they pass and that plausible wrong
-answers (tests/wrong_solutions/) fail.
+misaligned), `guarded_values` (given values in such a view) and `tensor_arg`; and what keeps a GPU grading
+short, `pairwise` (a few configurations that cover the factors pairwise) and `kind_sizes` (lengths that a
+Triton kernel specializes alike). The reference solutions are in ``solutions/`` (try first);
+tests/test_exercises.py checks that they pass, that plausible wrong answers (tests/wrong_solutions/) fail,
+and that a GPU grading compiles few kernels.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Sequence
 
@@ -30,6 +33,58 @@ def sizes(cap: int, block: int = 1024) -> st.SearchStrategy[int]:
     """Lengths up to ``cap``: 1, primes, non-powers of two, block - 1, block, block + 1, 2 block + 1, or any."""
     edges = sorted({n for n in (*_EDGES, block - 1, block, block + 1, 2 * block + 1) if 1 <= n <= cap})
     return st.one_of(st.sampled_from(edges), st.integers(1, cap))
+
+
+def pairwise(*factors: Sequence) -> list[tuple]:
+    """Few combinations of the factors' values in which any two values of any two factors meet at least once.
+
+    Why: on a GPU every new specialization of a Triton kernel is a compilation (0.1-1 s): each constexpr
+    value, pointer dtype and 16-byte alignment, and integer argument equal to 1 or a multiple of 16. Drawn
+    independently, the dtypes, layouts, constexprs and sizes of a few hundred cases make dozens of them, more
+    time than the cases. A case draws one of these combinations instead (and sizes of one `kind_sizes`), so
+    that a kernel that specializes on nothing else compiles once per combination; a bug that needs two
+    factors to meet (a dtype and a layout, a layout and a size) still shows up, and shrinking a failure
+    stays among them. Up to 4 factors of up to 3 values: the rows of the orthogonal array L9 (9 or fewer);
+    else built greedily: about the product of the two largest factors' sizes (12 for 4 x 3 values).
+    """
+    sizes_ = [len(f) for f in factors]
+    rows: list[tuple] = []
+    if len(factors) <= 4 and max(sizes_) <= 3:  # L9: columns i, j, i + j, i + 2 j (mod 3)
+        columns = lambda i, j: (i, j, (i + j) % 3, (i + 2 * j) % 3)  # noqa: E731
+        rows = list(dict.fromkeys(tuple(c % n for c, n in zip(columns(i, j), sizes_))
+                                  for i in range(3) for j in range(3)))
+    pairs = lambda row: {(a, row[a], b, row[b]) for a, b in itertools.combinations(range(len(row)), 2)}  # noqa: E731
+    todo = set().union(*(pairs(r) for r in itertools.product(*map(range, sizes_))))
+    greedy = []
+    while todo:  # the row that meets the most pairs not met yet; the first such row: deterministic
+        best = max(itertools.product(*map(range, sizes_)), key=lambda r: len(pairs(r) & todo))
+        greedy.append(best)
+        todo -= pairs(best)
+    rows = rows if rows and len(rows) <= len(greedy) else greedy
+    return [tuple(f[i] for f, i in zip(factors, row)) for row in rows]
+
+
+#: Kinds of lengths for `kind_sizes`: Triton specializes every length of one kind the same way.
+KINDS = ("ragged", "aligned", "one")
+
+
+def kind_sizes(kind: str, cap: int, block: int = 1024) -> st.SearchStrategy[int]:
+    """Lengths up to ``cap`` of one kind, as `sizes` draws them: "ragged": odd, > 1 and not 13 mod 16 (so that
+    length + 3, the row stride of a "sliced" view, is no multiple of 16 either); "aligned": multiples of 16
+    (at least 16); "one": 1. A kernel compiles once per kind, not once per 1 / multiple of 16 / other."""
+    if kind == "one":
+        return st.just(1)
+    if kind == "aligned":
+        return sizes(max(1, cap // 16), max(1, block // 16)).map(lambda x: 16 * x)
+    if kind != "ragged":
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    top = max(3, (cap - 1) | 1)
+
+    def ragged(x: int) -> int:
+        x = min(max(x | 1, 3), top)
+        return x - 2 if x % 16 == 13 else x
+
+    return sizes(cap, block).map(ragged)
 
 
 def guarded_tensor(shape: Sequence[int], dtype: torch.dtype = torch.float32, layout: str = "contiguous", *,

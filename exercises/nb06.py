@@ -7,22 +7,44 @@ from hypothesis import strategies as st
 
 from course_utils.device import pick_size
 from course_utils.grading import Exercise, Inputs
-from exercises import sizes, tensor_arg
+from exercises import KINDS, kind_sizes, pairwise, sizes, tensor_arg
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 LAYOUTS = ("contiguous", "sliced", "strided")
 
 
-def _rows(draw, max_cols: int) -> tuple:
-    rows, cols = draw(sizes(pick_size(64, 5), block=4)), draw(sizes(max_cols))
+# On a GPU each new specialization of a kernel is a compilation: each constexpr value (a row in one block:
+# BLOCK_SIZE = next_power_of_2(cols), 16 values up to 32768), dtype, and row stride or length equal to 1 or
+# a multiple of 16 (exercises.pairwise). Drawn freely, 200 cases of log_softmax made 68 compilations on an
+# H100 (20 s). A case draws one of 9 configurations (dtype, layout, kind of row) instead, 10 compilations (a
+# one-row strided view of one column is "contiguous": not copied); log_softmax's rows are of one of three
+# kinds, each within one power of two: one column; odd lengths up to a block of 1024 (256 on a CPU);
+# multiples of 16 up to one of 32768, the longest row that fits in one block (2048 on a CPU).
+ROW_KINDS = {"one": (1, 1), "ragged": pick_size((513, 1023), (129, 255)),
+             "aligned": pick_size((16385, 32768), (1025, 2048))}  # kind: the range of lengths
+LOG_SOFTMAX_CONFIGS = pairwise(DTYPES, LAYOUTS, tuple(ROW_KINDS))
+
+
+def _row_length(draw, kind: str) -> int:
+    low, high = ROW_KINDS[kind]
+    n = draw(st.one_of(st.sampled_from((low, high)), st.integers(low, high)))
+    if kind == "aligned":
+        return max(16 * -(-n // 16), 16)  # rounded up to a multiple of 16: still <= high
+    n = n if n % 2 else n + 1  # odd: low and high are odd
+    return n - 2 if n % 16 == 13 else n  # "sliced" rows: the row stride, n + 3, no multiple of 16 either
+
+
+def _rows(draw, dtype: torch.dtype, layout: str, cols: int) -> tuple:
+    rows = draw(sizes(pick_size(64, 5), block=4))
     scale = draw(st.sampled_from((1.0, 100.0)))  # logits of 100s overflow exp() unless the max is subtracted
-    x, about = tensor_arg(draw, "x", (rows, cols), draw(st.sampled_from(DTYPES)), LAYOUTS, scale=scale)
+    x, about = tensor_arg(draw, "x", (rows, cols), dtype, (layout,), scale=scale)
     return x, about + ("" if scale == 1 else f", values ~N(0, {scale:g}^2)")
 
 
 @st.composite
 def _log_softmax_inputs(draw) -> Inputs:
-    x, about = _rows(draw, pick_size(32768, 3000))
+    dtype, layout, kind = draw(st.sampled_from(LOG_SOFTMAX_CONFIGS))
+    x, about = _rows(draw, dtype, layout, _row_length(draw, kind))
     return Inputs(lambda: (x(),), about)
 
 
@@ -35,10 +57,14 @@ LOG_SOFTMAX = Exercise(
     _log_softmax, _log_softmax_inputs(), DTYPES)
 
 
+# (dtype, layout, block, kind of row length): 9 configurations, 10 compilations (as for log_softmax)
+LOOPED_CONFIGS = pairwise(DTYPES, LAYOUTS, pick_size((1024, 256, 4096), (16, 64, 1024)), KINDS)
+
+
 @st.composite
 def _looped_inputs(draw) -> Inputs:
-    x, about = _rows(draw, pick_size(100_000, 3000))
-    block = draw(st.sampled_from(pick_size((1024, 256, 4096), (16, 64, 1024))))
+    dtype, layout, block, kind = draw(st.sampled_from(LOOPED_CONFIGS))
+    x, about = _rows(draw, dtype, layout, draw(kind_sizes(kind, pick_size(100_000, 3000))))
     return Inputs(lambda: (x(), block), f"{about}, block={block}")
 
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from course_utils.device import DEVICE, pick_size
 from course_utils.grading import Exercise, Inputs, guard
-from exercises import sizes
+from exercises import kind_sizes, pairwise, sizes
 
 MEAN = (0.485, 0.456, 0.406)  # ImageNet's, as lessons.nb10_input_pipeline
 STD = (0.229, 0.224, 0.225)
@@ -59,9 +59,9 @@ def guarded_pixels(n: int, h: int, w: int, layout: str, seed: int = 0) -> torch.
     if layout == "channels_last":
         base = guard(torch.randint(0, 256, (n, h, w, 3), generator=gen, dtype=torch.uint8).to(DEVICE), 0)
         view = base.permute(0, 3, 1, 2)
-    elif layout == "crop":
-        base = guard(torch.randint(0, 256, (n, 3, h + 3, w + 5), generator=gen, dtype=torch.uint8).to(DEVICE), 0)
-        view = base[:, :, 1:h + 1, 2:w + 2]
+    elif layout == "crop":  # 16 more rows, 32 more columns: odd strides for odd H and W, else multiples of 16
+        base = guard(torch.randint(0, 256, (n, 3, h + 16, w + 32), generator=gen, dtype=torch.uint8).to(DEVICE), 0)
+        view = base[:, :, 1:h + 1, 2:w + 2]  # starts w + 34 bytes in: never 16-byte aligned
     else:
         base = guard(torch.randint(0, 256, (n, 3, h, w), generator=gen, dtype=torch.uint8).to(DEVICE), 0)
         view = base
@@ -69,10 +69,19 @@ def guarded_pixels(n: int, h: int, w: int, layout: str, seed: int = 0) -> torch.
     return view
 
 
+# The kernels take the sizes and strides as arguments: each one equal to 1 or a multiple of 16 is a new
+# compilation on a GPU (exercises.pairwise); drawn freely, 150 cases made 29 of them. A case draws one of 9
+# (layout, kind) instead: odd heights and widths and an odd number of images (ragged), heights and widths
+# that are multiples of 16 (aligned), or images of one row of odd width.
+PIXEL_CONFIGS = pairwise(PIXEL_LAYOUTS, ("ragged", "aligned", "one"))
+
+
 def _pixels(draw, name: str = "x"):
+    layout, kind = draw(st.sampled_from(PIXEL_CONFIGS))
     n = draw(sizes(pick_size(16, 5), block=4))  # on a GPU up to 16 x 3 x 160 x 160: about a million pixels
-    h, w = draw(sizes(pick_size(160, 40), block=32)), draw(sizes(pick_size(160, 40), block=32))
-    layout = draw(st.sampled_from(PIXEL_LAYOUTS))
+    n = n if kind == "aligned" or n % 2 else n - 1  # odd sizes, odd N: N x 3 x H x W elements, an odd number
+    h = draw(kind_sizes(kind, pick_size(160, 40), block=32))
+    w = draw(kind_sizes("ragged" if kind == "one" else kind, pick_size(160, 40), block=32))
     make = lambda: guarded_pixels(n, h, w, layout)  # noqa: E731
     view = "" if layout == "contiguous" else f" {_PIXEL_WORDS[layout]}, strides {make().stride()}"
     return make, f"{name}: uint8 ({n}, 3, {h}, {w}){view}", n

@@ -66,7 +66,10 @@ def matmul_fp8_rowwise_kernel(a_ptr, w_ptr, c_ptr, a_scale_ptr, w_scale_ptr, M, 
                     mask=(rows[:, None] < M) & (k[None, :] < K), other=0.0)
         w = tl.load(w_ptr + cols[:, None] * stride_wn + k[None, :] * stride_wk,  # rows of W: N x K
                     mask=(cols[:, None] < N) & (k[None, :] < K), other=0.0)
-        acc = tl.dot(a, tl.trans(w), acc)  # fp8 x fp8 -> fp32
+        # fp8 x fp8 -> fp32. By default Triton lets an H100's tensor cores add the whole K loop into acc at
+        # their own precision (about 14 bits, truncated); max_num_imprecise_acc=32 makes it add each wgmma's
+        # 32 products into acc in fp32 instead (at most BLOCK_K; other GPUs and the interpreter ignore it)
+        acc = tl.dot(a, tl.trans(w), acc, max_num_imprecise_acc=32)
     a_scale = tl.load(a_scale_ptr + rows, mask=rows < M, other=0.0)  # one scale per row of A ...
     w_scale = tl.load(w_scale_ptr + cols, mask=cols < N, other=0.0)  # ... and per row of W: a column of C
     acc = acc * a_scale[:, None] * w_scale[None, :]

@@ -4,7 +4,8 @@
 - every exercise has at least three plausible wrong answers (tests/wrong_solutions/), and each fails its
   grader with a message that says what is wrong (the test asserts on the words), within the time bound;
 - an unfilled stub (None, or raising NotImplementedError) is "not attempted yet", at once;
-- the solutions' Triton kernels compile for sm_90 (what test_compile_targets does for lessons/).
+- the solutions' Triton kernels compile for sm_90 (what test_compile_targets does for lessons/);
+- a GPU grading of each reference solution compiles few Triton kernels (counted here, on a CPU).
 
 On a CPU the C++ twins of notebooks 03 and 04 (the reference and the wrong variants) are built into one
 extension, once (a build costs 25-40 s here). On a GPU the CUDA solutions are built and graded instead.
@@ -13,7 +14,11 @@ extension, once (a build costs 25-40 s here). On a GPU the CUDA solutions are bu
 from __future__ import annotations
 
 import importlib
+import itertools
+import json
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -29,6 +34,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/wrong_solution
 #: machine: 2 cores, Triton's interpreter. Measured on such a machine: at most 2.4 s (07.1, whose reference
 #: runs tile_order_kernel in the interpreter), and 6 s for the first 09 grading, which compiles its kernels.
 SECONDS_PER_GRADING = 20.0
+#: The most Triton compilations a GPU grading of a reference solution may cause, for every exercise. There
+#: each new specialization of a kernel (a constexpr value, a pointer dtype or 16-byte alignment, an integer
+#: argument equal to 1 or a multiple of 16) is a compilation: 0.1-0.45 s for the elementwise kernels, 0.45 s
+#: for split_k_kernel, up to 0.93 s (linear_kernel) on an H100 with Triton 3.6, from an empty cache. 12 at
+#: 0.93 s take 11 s and leave 9 s of SECONDS_PER_GRADING to run the cases (05.2's 200 took 11 s there, so it
+#: draws 100), and a margin for a count that came out below the H100's (62 against 68 compilations for 06.1
+#: before). Drawn freely, inputs made up to 97 compilations (07.3, 104 s; 12.3: 94, 44 s); each exercise now
+#: draws from a few configurations that cover its factors pairwise (`exercises.pairwise`), with sizes of one
+#: kind (`exercises.kind_sizes`), so that the reference compiles about once per configuration.
+GPU_COMPILATIONS = 12
+#: The exercises whose reference is plain Python: their gradings compile no kernel. (The CUDA exercises,
+#: 03.2 and 04.4, are built once with nvcc on a GPU, not per case: not counted.)
+PLAIN_PYTHON = {"nb03.IDLE_THREADS", "nb04.TILE_INTENSITY", "nb04.STORE_WAVEFRONTS", "nb04.WAVES", "nb07.GROUPED_ORDER",
+                "nb09.WIDEST_LOAD", "nb09.COUNT_OPCODE", "nb09.LOAD_BYTES", "nb10.BUSY_SHARE", "nb11.ITEM_CALLS",
+                "nb14.SPLIT_K_PLAN"}
 NOTEBOOKS = ("nb03", "nb04", "nb05", "nb06", "nb07", "nb08", "nb09", "nb10", "nb11", "nb12", "nb13", "nb14")
 
 #: exercise -> its reference solution in solutions.nbNN ("cpp:" names: the C++ twin in the fixtures' extension)
@@ -210,6 +230,99 @@ def test_solution_kernels_compile_for_sm_90():
             for (nb, name), (sig, const) in targets.items()]
     for (nb, name), stages in zip(targets, ki.compile_triton_jobs(jobs)):
         assert ".entry" in stages["ptx"], f"solutions.{nb}.{name}"
+
+
+#: Run in a fresh process: the exercises are imported as on a GPU (sizes, dtypes, example counts), each kernel
+#: launch records, instead of running, the key under which Triton's JIT (3.6, 3.7) caches a compilation, and
+#: `grade` runs with a check that only calls the solution. Against an H100 (Triton 3.6, an empty cache) this
+#: count matched the compilations of each of the 15 passing gradings of notebooks 05-08 and 12-14 measured there.
+_COUNT_SPECIALIZATIONS = r"""
+import importlib, inspect, json, sys
+import torch
+import course_utils as cu
+import course_utils.device as device
+import course_utils.grading as grading
+from triton.runtime.interpreter import InterpretedFunction
+
+device.HAS_CUDA = cu.HAS_CUDA = grading.HAS_CUDA = True
+device.pick_size = cu.pick_size = lambda gpu, cpu: gpu
+cu.INTERPRET = False  # bf16 stays bf16, as on a GPU
+# values do not matter here, only dtypes, strides and alignments: fill nothing
+torch.randn = lambda *size, generator=None, **kwargs: torch.empty(*size, **kwargs)
+torch.full = lambda size, fill_value, **kwargs: torch.empty(size, **kwargs)
+keys = set()
+
+
+def arg_key(value, constexpr):
+    if constexpr or value is None or isinstance(value, str):
+        return repr(value)
+    if isinstance(value, torch.Tensor):
+        return str(value.dtype), value.data_ptr() % 16 == 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        return 1 if value == 1 else (-2**31 <= value < 2**31, value % 16 == 0)
+    return type(value).__name__
+
+
+def launch(self, *args, grid, warmup, **kwargs):
+    params = list(inspect.signature(self.fn).parameters.values())
+    bound = {**dict(zip([p.name for p in params], args)), **kwargs}
+    key = [arg_key(bound.get(p.name, p.default), "constexpr" in str(p.annotation)) for p in params]
+    options = sorted((k, repr(v)) for k, v in kwargs.items() if k not in {p.name for p in params})  # num_warps...
+    keys.add((self.fn.__qualname__, *key, *options))
+
+
+def call(exercise, fn, case):
+    try:
+        fn(*case.make())
+    except Exception:  # the kernels did not run: what reads their output may fail
+        pass
+    return ""
+
+
+InterpretedFunction.run, grading._check = launch, call
+counts = {}
+for nb, names in json.loads(sys.argv[1]).items():
+    exercises, solutions = importlib.import_module(f"exercises.{nb}"), importlib.import_module(f"solutions.{nb}")
+    for name, solution in names.items():
+        keys.clear()
+        grading.grade(getattr(exercises, name), getattr(solutions, solution), quiet=True)
+        counts[f"{nb}.{name}"] = len(keys)
+print(json.dumps(counts))
+"""
+
+
+def test_gpu_gradings_compile_few_kernels():
+    """On a GPU every new specialization of a Triton kernel is a compilation (0.1-1 s): a grading that draws
+    many constexpr values, dtypes, alignments or sizes that are 1 or multiples of 16 outlasts its bound there
+    while it takes seconds in the interpreter. Each GPU grading of a reference solution may compile at most
+    GPU_COMPILATIONS kernels (why 12: see there), counted here for every exercise, as `_COUNT_SPECIALIZATIONS`
+    says; the CUDA exercises are built once (nvcc), not per case, and are not counted."""
+    wanted = {nb: {name: solution for name, solution in names.items() if not solution.startswith("cpp:")}
+              for nb, names in SOLUTIONS.items()}
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root), "TRITON_INTERPRET": "1"}  # the interpreter on a GPU too
+    run = subprocess.run([sys.executable, "-c", _COUNT_SPECIALIZATIONS, json.dumps(wanted)], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    counts = json.loads(run.stdout.splitlines()[-1])
+    assert set(counts) == {f"{nb}.{name}" for nb, names in wanted.items() for name in names}
+    over = {key: count for key, count in counts.items() if count > GPU_COMPILATIONS}
+    assert not over, f"more than {GPU_COMPILATIONS} compilations in a GPU grading: {over}"
+    none = {key for key, count in counts.items() if count == 0}
+    assert none == PLAIN_PYTHON, f"no compilation counted for {none - PLAIN_PYTHON}, some for {PLAIN_PYTHON - none}"
+
+
+def test_pairwise_covers_every_pair_of_values():
+    """`exercises.pairwise`: every two values of every two factors meet in some configuration, in few."""
+    from exercises import pairwise
+
+    for shape, most in (((3, 3, 3), 9), ((3, 3, 3, 3), 9), ((2, 2, 3), 6), ((4, 3, 3), 12), ((3, 4, 2, 3), 12),
+                        ((4, 3), 12), ((2, 3), 6)):
+        factors = [tuple(f"{i}{v}" for v in range(n)) for i, n in enumerate(shape)]
+        rows = pairwise(*factors)
+        assert len(rows) <= most and len(set(rows)) == len(rows), (shape, rows)
+        for i, j in itertools.combinations(range(len(shape)), 2):
+            assert {(r[i], r[j]) for r in rows} == set(itertools.product(factors[i], factors[j])), (shape, i, j)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(), reason="needs nvcc")

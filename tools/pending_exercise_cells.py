@@ -20,8 +20,8 @@ Each exercise has a task, a stub cell for you to fill in, and a one-line grading
 raises `NotImplementedError`), or the smallest input on which your function is wrong and what went wrong
 there. The memory around every input holds NaN and the memory around every tensor your code allocates
 holds -7776, so a missing mask shows up in the message. On a CPU an exercise gets a few dozen small cases,
-on a GPU a few hundred larger ones. `ex.NAME.task` repeats the task in one line. The solutions are in
-`solutions/nb{nn}.py`: try first."""
+on a GPU a few dozen to a few hundred larger ones. `ex.NAME.task` repeats the task in one line. The
+solutions are in `solutions/nb{nn}.py`: try first."""
 
 IMPORTS = """from course_utils.grading import grade
 from exercises import nb{nn} as ex  # the exercises' specifications (what to write, the reference, the inputs)"""
@@ -66,9 +66,9 @@ output, and `xa` (tokens x r), the `x A^T` that the forward pass stores, both fp
 `scale * g^T xa` (d_out x r) in their dtype, accumulated in fp32. One program per `BLOCK_N` rows of dB: it
 walks the tokens in steps of `BLOCK_T` and accumulates `tl.dot` of a `BLOCK_N x BLOCK_T` tile of `g^T`,
 read through `g`'s strides (no transposed copy), with a `BLOCK_T x BLOCK_R` tile of `xa`, the rank padded
-to `BLOCK_R = max(16, next_power_of_2(r))` as in `lora_linear_kernel`. The grader draws ranks from 1 to
-128 (13 among them), token counts that are not multiples of a block, and `g` transposed or sliced from a
-wider matrix. On a CPU it grades fp16 only: the interpreter's `tl.dot` is wrong for bf16 (see `WIDEN`)."""),
+to `BLOCK_R = max(16, next_power_of_2(r))` as in `lora_linear_kernel`. The grader draws ranks 1, 13 and
+128, token counts that are not multiples of a block, and `g` transposed or sliced from a wider matrix. On
+a CPU it grades fp16 only: the interpreter's `tl.dot` is wrong for bf16 (see `WIDEN`)."""),
     ("code", """# Exercise 3: your kernel and this wrapper
 def lora_grad_b(g: torch.Tensor, xa: torch.Tensor, scale: float) -> torch.Tensor:
     raise NotImplementedError("exercise 3: replace this line with your wrapper")"""),
@@ -178,10 +178,14 @@ operands. Write the pointer version: `matmul_fp8_rowwise(a_q, w_q, a_scale, w_sc
 and `w_q` (N x K) in `torch.float8_e4m3fn` and one float32 scale per row of each, returning the bf16
 `(a_q * a_scale[:, None]) @ (w_q * w_scale[:, None])^T`: the fp8 products accumulated in fp32 by `tl.dot`,
 the scales applied to the fp32 tile in the epilogue (A's along the rows of C, W's along its columns), masks
-on M, N and K, and `w_q` read as rows of N x K (load a `BLOCK_N x BLOCK_K` tile and `tl.trans` it). The
-grader compares with `dequantized_reference` at rtol = atol = 1e-2, the tolerance of section 5, with K
-smaller than one block, M and N that are not multiples of it, `a_q` the first columns of a wider matrix,
-`w_q` not 16-byte aligned, and an outlier row in A."""),
+on M, N and K, and `w_q` read as rows of N x K (load a `BLOCK_N x BLOCK_K` tile and `tl.trans` it). On an
+H100, `tl.dot` of two fp8 tiles lets the tensor cores keep the sum at their own precision (about 14 bits,
+truncated) for the whole K loop, the "fast accumulation" of section 5: pass `max_num_imprecise_acc=32`, and
+each `wgmma`'s 32 products go into the fp32 accumulator in fp32 (it must not exceed `BLOCK_K`; other GPUs
+and the interpreter ignore it). The grader compares with `dequantized_reference` at rtol = atol = 1e-2, the
+tolerance of section 5, with K up to 2048 on a GPU and smaller than one block, M and N that are not
+multiples of it, `a_q` the first columns of a wider matrix, `w_q` not 16-byte aligned, and an outlier row
+in A."""),
     ("code", """# Exercise 3: your kernel and this wrapper
 def matmul_fp8_rowwise(a_q: torch.Tensor, w_q: torch.Tensor, a_scale: torch.Tensor,
                        w_scale: torch.Tensor) -> torch.Tensor:
