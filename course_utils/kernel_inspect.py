@@ -69,12 +69,8 @@ class KernelCompileError(RuntimeError):
 # ----------------------------------------------------------------------------------------------
 
 _PTX_COUNTERS: dict[str, re.Pattern[str]] = {
-    "ld.global": re.compile(r"\bld\.global\b"),
-    "ld.global.v2": re.compile(r"\bld\.global(?:\.\w+)*\.v2\b"),
-    "ld.global.v4": re.compile(r"\bld\.global(?:\.\w+)*\.v4\b"),
-    "st.global": re.compile(r"\bst\.global\b"),
-    "st.global.v2": re.compile(r"\bst\.global(?:\.\w+)*\.v2\b"),
-    "st.global.v4": re.compile(r"\bst\.global(?:\.\w+)*\.v4\b"),
+    **{op + width: re.compile(rf"\b{re.escape(op)}" + (rf"(?:\.\w+)*{re.escape(width)}\b" if width else r"\b"))
+       for op in ("ld.global", "st.global") for width in ("", ".v2", ".v4")},  # all widths, then 64- and 128-bit
     "ld.shared": re.compile(r"\bld\.shared\b"),
     "st.shared": re.compile(r"\bst\.shared\b"),
     "cp.async": re.compile(r"\bcp\.async\.(?!(?:commit|wait)_group|bulk\.commit|bulk\.wait|mbarrier)"),

@@ -73,7 +73,7 @@ def plot_bars(values: Mapping[str, float], *, ylabel: str, title: str = "",
     return ax
 
 
-_MARKERS = "osD^vPX*<>"
+_MARKERS = "osD^vPX*<>"  # one per point when the roofline's labels go in a legend
 
 
 def plot_roofline(points: Mapping[str, tuple[float, float]], peaks: DevicePeaks, *,
@@ -98,20 +98,16 @@ def plot_roofline(points: Mapping[str, tuple[float, float]], peaks: DevicePeaks,
         x = np.logspace(np.log10(lo), np.log10(hi), 200)
         ax.plot(x, np.minimum(roof, bandwidth_tbps * x), color="black", linewidth=1.5,
                 label=f"{peaks.name}: {peaks.bandwidth_gbps:,.0f} GB/s, {roof:,.0f} TFLOP/s")
+        legend = labels == "legend"  # then the empty upper left (above the slope) holds the legend
         for i, (label, (intensity, tflops)) in enumerate(points.items()):
-            if labels == "legend":  # the empty upper left (above the slope) holds the legend
-                ax.scatter([intensity], [tflops], zorder=3, marker=_MARKERS[i % len(_MARKERS)], alpha=0.8,
-                           label=label)
-            else:
-                ax.scatter([intensity], [tflops], zorder=3)
+            ax.scatter([intensity], [tflops], zorder=3, marker=_MARKERS[i % len(_MARKERS)] if legend else "o",
+                       alpha=0.8 if legend else None, label=label if legend else None)
+            if not legend:
                 ax.annotate(label, (intensity, tflops), textcoords="offset points", xytext=(4, 4), fontsize=8)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("arithmetic intensity (FLOP / byte)")
         ax.set_ylabel("TFLOP/s")
         ax.set_title(title)
-        if labels == "legend":
-            ax.legend(loc="upper left", fontsize=8)
-        else:
-            ax.legend(loc="lower right")
+        ax.legend(loc="upper left", fontsize=8) if legend else ax.legend(loc="lower right")
     return ax
