@@ -55,15 +55,16 @@ _PIXEL_WORDS = {"channels_last": "channels_last (NHWC in memory)", "crop": "a cr
 
 def guarded_pixels(n: int, h: int, w: int, layout: str, seed: int = 0) -> torch.Tensor:
     """Random uint8 pixels N x 3 x H x W on `DEVICE` in ``layout``, in a buffer guarded by zeros."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(DEVICE).manual_seed(seed)  # drawn where they are used, as in `guarded_tensor`
+    pixels = lambda *shape: torch.randint(0, 256, shape, generator=gen, dtype=torch.uint8, device=DEVICE)  # noqa: E731
     if layout == "channels_last":
-        base = guard(torch.randint(0, 256, (n, h, w, 3), generator=gen, dtype=torch.uint8).to(DEVICE), 0)
+        base = guard(pixels(n, h, w, 3), 0)
         view = base.permute(0, 3, 1, 2)
     elif layout == "crop":  # 16 more rows, 32 more columns: odd strides for odd H and W, else multiples of 16
-        base = guard(torch.randint(0, 256, (n, 3, h + 16, w + 32), generator=gen, dtype=torch.uint8).to(DEVICE), 0)
+        base = guard(pixels(n, 3, h + 16, w + 32), 0)
         view = base[:, :, 1:h + 1, 2:w + 2]  # starts w + 34 bytes in: never 16-byte aligned
     else:
-        base = guard(torch.randint(0, 256, (n, 3, h, w), generator=gen, dtype=torch.uint8).to(DEVICE), 0)
+        base = guard(pixels(n, 3, h, w), 0)
         view = base
     view._course_guard = base._course_guard
     return view

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/wrong_solution
 #: On the H100 under `pytest -n 12` every grading gave the right verdict, but 20 reference gradings took
 #: 21-122 s, as long when graded a second time with their kernels compiled: not compilation. Their inputs
 #: were then drawn on the CPU (up to millions of values per case, 12 workers at once) and copied;
-#: `exercises.guarded_tensor` now draws them on the device. On a GPU the bound is still to be re-measured.
+#: `guarded_tensor` and `guarded_pixels` now draw them on the device. On a GPU the bound is still to be re-measured.
 SECONDS_PER_GRADING = 20.0
 #: The most Triton compilations a GPU grading of a reference solution may cause, for every exercise. There
 #: each new specialization of a kernel (a constexpr value, a pointer dtype or 16-byte alignment, an integer
