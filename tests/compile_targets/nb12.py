@@ -18,6 +18,17 @@ def lora_pointers(dtype: str) -> dict[str, str]:
     return {**{name: f"*{dtype}" for name in POINTERS}, **SIZES, **STRIDES}
 
 
+def tma_target(xa_in_loop: bool) -> Target:
+    """lora_linear_tma_kernel at the headline tile, bf16, with x A^T in the K loop or read in the epilogue."""
+    tiles = {"x_desc": (128, 64), "w_desc": (256, 64), "a_desc": (16, 64), "b_desc": (256, 16), "out_desc": (128, 256)}
+    signature = {name: f"tensordesc<bf16[{rows}, {cols}]>" for name, (rows, cols) in tiles.items()}
+    signature |= {"bias_ptr": "*bf16", "xa_ptr": "*bf16", "pre_ptr": "*bf16", **SIZES}
+    return Target(M, "lora_linear_tma_kernel", signature,
+                  {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "BLOCK_R": 16, "GROUP_M": 8, **INFERENCE,
+                   "XA_IN_LOOP": xa_in_loop}, archs=("sm_90",), num_warps=8,
+                  why_not_all="TMA needs sm_90; on sm_75/sm_80 lora_linear() takes the pointer kernel")
+
+
 TARGETS = [
     Target(M, "add_mul_act_kernel", ELEMENTWISE, {"BLOCK": 1024, "ACTIVATION": "relu"}),
     Target(M, "add_mul_act_kernel", {**ELEMENTWISE, **HALF}, {"BLOCK": 2048, "ACTIVATION": "gelu"}),
@@ -29,21 +40,6 @@ TARGETS = [
            {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "BLOCK_R": 64, "GROUP_M": 8, **UNIT_STRIDES, **INFERENCE},
            archs=("sm_80", "sm_90"), num_warps=8,
            why_not_all="bf16 tensor cores start at sm_80: on a T4 (sm_75) use fp16"),
-    Target(M, "lora_linear_tma_kernel",
-           {"x_desc": "tensordesc<bf16[128, 64]>", "w_desc": "tensordesc<bf16[256, 64]>",
-            "a_desc": "tensordesc<bf16[16, 64]>", "b_desc": "tensordesc<bf16[256, 16]>", "bias_ptr": "*bf16",
-            "out_desc": "tensordesc<bf16[128, 256]>", "xa_ptr": "*bf16", "pre_ptr": "*bf16", **SIZES},
-           {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "BLOCK_R": 16, "GROUP_M": 8, "XA_IN_LOOP": True,
-            "HAS_BIAS": True, "STORE_XA": False, "STORE_PRE": False, "ACTIVATION": "none"},
-           archs=("sm_90",), num_warps=8,
-           why_not_all="TMA needs sm_90; on sm_75/sm_80 lora_linear() takes the pointer kernel"),
-    # lora_linear's default at the headline shape: x A^T computed first, loaded in the epilogue
-    Target(M, "lora_linear_tma_kernel",
-           {"x_desc": "tensordesc<bf16[128, 64]>", "w_desc": "tensordesc<bf16[256, 64]>",
-            "a_desc": "tensordesc<bf16[16, 64]>", "b_desc": "tensordesc<bf16[256, 16]>", "bias_ptr": "*bf16",
-            "out_desc": "tensordesc<bf16[128, 256]>", "xa_ptr": "*bf16", "pre_ptr": "*bf16", **SIZES},
-           {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "BLOCK_R": 16, "GROUP_M": 8, "XA_IN_LOOP": False,
-            "HAS_BIAS": True, "STORE_XA": False, "STORE_PRE": False, "ACTIVATION": "none"},
-           archs=("sm_90",), num_warps=8,
-           why_not_all="TMA needs sm_90; on sm_75/sm_80 lora_linear() takes the pointer kernel"),
+    tma_target(xa_in_loop=True),  # the alternative: x A^T computed in the K loop
+    tma_target(xa_in_loop=False),  # lora_linear's default at the headline shape: x A^T first, read in the epilogue
 ]
