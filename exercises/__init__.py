@@ -101,8 +101,7 @@ def guarded_tensor(shape: Sequence[int], dtype: torch.dtype = torch.float32, lay
     base_shape = (shape[::-1] if layout == "transposed" else (*shape[:-1], 2 * shape[-1]) if layout == "strided"
                   else (shape[0], shape[1] + 3) if layout == "sliced" else (math.prod(shape) + 1,) if layout == "offset"
                   else shape)
-    # drawn where they are used: on a GPU, drawing a few million values on the CPU and copying them took longer
-    # than the learner's kernel and the reference together
+    # drawn where they are used, so that on a GPU no case waits for the CPU to draw and copy millions of values
     gen = torch.Generator(DEVICE).manual_seed(seed)
     pad = 4096 + 64 * (max(shape) if len(shape) > 1 else 0)  # a block, or 64 rows of a tile, in any layout
     base = guard((scale * torch.randn(base_shape, generator=gen, device=DEVICE)).to(dtype=dtype), pad=pad)
