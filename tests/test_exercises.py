@@ -33,10 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/wrong_solution
 #: The bound on one grading (a solution passing, or a wrong answer failing and being shrunk) on the CI
 #: machine: 2 cores, Triton's interpreter. Measured on such a machine: at most 2.4 s (07.1, whose reference
 #: runs tile_order_kernel in the interpreter), and 6 s for the first 09 grading, which compiles its kernels.
-#: On the H100 under `pytest -n 12` every grading gave the right verdict, but 20 reference gradings took
-#: 21-122 s, as long when graded a second time with their kernels compiled: not compilation. Their inputs
-#: were then drawn on the CPU (up to millions of values per case, 12 workers at once) and copied;
-#: `guarded_tensor` and `guarded_pixels` now draw them on the device. On a GPU the bound is still to be re-measured.
+#: On the H100 under `pytest -n 12` (16 cores), at most 12.5 s per grading and 87 s for the file, once each
+#: worker ran one torch thread (tests/conftest.py): with every core's worth of threads in each of the 12 workers,
+#: gradings took up to 116 s, compiled kernels or not.
 SECONDS_PER_GRADING = 20.0
 #: The most Triton compilations a GPU grading of a reference solution may cause, for every exercise. There
 #: each new specialization of a kernel (a constexpr value, a pointer dtype or 16-byte alignment, an integer
