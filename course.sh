@@ -33,7 +33,10 @@ setup() {
 
 mode=${1:-}; shift || true
 case "$mode" in
-  lab)  setup; exec "$venv/bin/python" -m jupyter lab notebooks/ "$@" ;;
+  lab)  setup
+        # containers and cloud GPU machines often run as root, which Jupyter refuses without this flag
+        if [ "$(id -u)" = 0 ]; then set -- --allow-root "$@"; fi
+        exec "$venv/bin/python" -m jupyter lab notebooks/ "$@" ;;
   test) setup
         # Notebooks run in parallel, one per core: one BLAS/OpenMP thread each avoids oversubscription,
         # which made small CPU matmuls tens of times slower.

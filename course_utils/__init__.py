@@ -5,31 +5,36 @@ switches Triton to its interpreter before any kernel is defined. One module per 
 
 - `device`: where code runs, problem sizes for that device, the provenance report.
 - `peaks`: spec-sheet peak bandwidth and FLOP/s of common GPUs.
-- `timing`: `benchmark`, the one timer the course uses (CUDA events on a GPU, a CPU clock otherwise),
-  and `device_peaks` (spec sheet, else measured).
+- `timing`: `benchmark`, the one timer the course uses (CUDA events on a GPU, a CPU clock otherwise;
+  modes "gpu", "wall" and "graph"), `benchmark_interleaved`, `cuda_graph`, and `device_peaks`.
 - `tuning`: `autotune`, a `triton.autotune` that also works in the interpreter.
 - `sweeps`: providers x sizes -> a pandas DataFrame.
 - `results`: headline figures saved with their environment; the README's table is made from them.
 - `plots`: throughput, bars and roofline plots in one style.
-- `checks`: compare a function with a PyTorch reference over awkward cases.
+- `checks`: compare a function with a PyTorch reference over awkward cases; `require_tensors`, the
+  input validation of every kernel wrapper.
+- `results`: also `verdict`, the one line that states a measurement, its baseline and its prediction.
 
 Lesson-specific helpers live in their own modules and are imported from there: `profiling`, `toolchain`
 (nvcc, ptxas, the host compiler), `cuda_build` (``load_inline`` builds, ``nvcc`` without a GPU),
-`kernel_inspect` (PTX/SASS of Triton and CUDA kernels), `export` (notebook cells -> `lessons/`).
+`kernel_inspect` (PTX/SASS of Triton and CUDA kernels), `export` (notebook cells -> `lessons/`),
+`scripts` (`run_python`: a script in a child process; `profiling.run_ncu` runs Nsight Compute with it).
 Modules import one way: device -> peaks -> timing -> tuning/sweeps -> results; toolchain -> cuda_build
 -> kernel_inspect.
 """
 
 from course_utils.device import DEVICE, HAS_CUDA, INTERPRET, environment, pick_size, print_environment
 from course_utils.peaks import DevicePeaks, lookup_peaks
-from course_utils.timing import BenchmarkResult, benchmark, benchmark_interleaved, device_peaks
-from course_utils.checks import Case, CheckReport, awkward_cases, check
+from course_utils.timing import BenchmarkResult, benchmark, benchmark_interleaved, cuda_graph, device_peaks
+from course_utils.checks import Case, CheckReport, awkward_cases, check, require_tensors
+from course_utils.results import Verdict, verdict
 from course_utils.sweeps import sweep
 
 __all__ = [
     "DEVICE", "HAS_CUDA", "INTERPRET", "environment", "pick_size", "print_environment",
     "DevicePeaks", "device_peaks", "lookup_peaks",
-    "BenchmarkResult", "benchmark", "benchmark_interleaved",
-    "Case", "CheckReport", "awkward_cases", "check",
+    "BenchmarkResult", "benchmark", "benchmark_interleaved", "cuda_graph",
+    "Case", "CheckReport", "awkward_cases", "check", "require_tensors",
+    "Verdict", "verdict",
     "sweep",
 ]

@@ -163,3 +163,45 @@ def check(fn: Callable[..., Any], reference: Callable[..., Any], cases: Sequence
         ok, max_abs, max_rel, message = _compare(out, expected, rtol, atol)
         report.results.append(CaseResult(case.name, ok, max_abs, max_rel, message))
     return report
+
+
+INT32_MAX = 2**31 - 1
+
+
+def require_tensors(*, dtypes: Sequence[torch.dtype] | None = None, ndim: int | Sequence[int] | None = None,
+                    same_shape: bool = False, device: str | torch.device | None = None,
+                    contiguous: bool = False, max_numel: int | None = INT32_MAX, **tensors: Any) -> None:
+    """Check a kernel wrapper's tensor arguments, raising an error that names the argument at fault.
+
+        require_tensors(x=x, y=y, dtypes=(torch.float32, torch.float16), same_shape=True)
+
+    Checks, in order: each is a tensor; ``dtypes`` (and, with several tensors, one shared dtype);
+    ``ndim`` (an int or the allowed ints); ``same_shape``; all on ``device`` (default: the course's
+    DEVICE) and on one device; ``contiguous``; at most ``max_numel`` elements (default 2**31 - 1: the
+    kernels compute offsets in int32). TypeError for a wrong type or dtype, ValueError for the rest.
+    """
+    if not tensors:
+        raise TypeError("require_tensors needs the tensors to check as keyword arguments, e.g. x=x")
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if dtypes is not None and t.dtype not in dtypes:
+            raise TypeError(f"{name} must have a dtype in {tuple(str(d) for d in dtypes)}, got {t.dtype}")
+        allowed = (ndim,) if isinstance(ndim, int) else ndim
+        if allowed is not None and t.dim() not in allowed:
+            raise ValueError(f"{name} must be {' or '.join(f'{n}-D' for n in allowed)}, got shape {tuple(t.shape)}")
+        if contiguous and not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous (call .contiguous() first), got strides {t.stride()}")
+        if max_numel is not None and t.numel() > max_numel:
+            raise ValueError(f"{name} has {t.numel():,} elements; at most {max_numel:,} (offsets are int32)")
+    first_name, first = next(iter(tensors.items()))
+    for name, t in list(tensors.items())[1:]:
+        if dtypes is not None and t.dtype != first.dtype:
+            raise TypeError(f"{first_name} and {name} must share one dtype, got {first.dtype} and {t.dtype}")
+        if same_shape and t.shape != first.shape:
+            raise ValueError(f"{first_name} and {name} must have the same shape, got {tuple(first.shape)} and {tuple(t.shape)}")
+        if t.device != first.device:
+            raise ValueError(f"{first_name} and {name} must be on one device, got {first.device} and {t.device}")
+    want = require_device(device)
+    if first.device.type != want.type:
+        raise ValueError(f"{first_name} must be on {want} (where this kernel runs), got {first.device}")

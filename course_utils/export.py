@@ -49,13 +49,57 @@ def exported_modules(project_dir: Path = PROJECT_DIR) -> dict[Path, str]:
             for target, bodies in cells.items()}
 
 
+def show(what: object, *, section: str | None = None) -> None:
+    """Show a lesson's code in the notebook: a function or Triton kernel (its source), or a file of
+    `lessons/` (``"lessons/nb04_gemm.cu"``), or only its ``section``: the lines from a comment line holding
+    ``section`` up to the next line holding ``section:end`` (``// rung 3`` ... ``// rung 3:end``).
+
+    Long kernels live in `lessons/` (no notebook cell over 40 lines); the notebook shows them with this, so
+    the learner reads the code where it is taught. Displays highlighted code in Jupyter (prints it elsewhere).
+    """
+    import inspect
+
+    if isinstance(what, (str, Path)):
+        path = Path(what) if Path(what).is_absolute() else PROJECT_DIR / what
+        if not path.is_file():
+            raise FileNotFoundError(f"what: no such file {what}")
+        text, language = path.read_text(encoding="utf-8"), {".cu": "cuda", ".cpp": "cpp"}.get(path.suffix, "python")
+    else:
+        target = getattr(what, "fn", what)  # a @triton.jit kernel wraps its Python function in .fn
+        try:
+            text, language = inspect.getsource(target), "python"
+        except (TypeError, OSError) as err:
+            raise TypeError(f"what must be a function, a kernel or a path under lessons/, got {what!r}") from err
+    if section is not None:
+        lines = text.splitlines()
+        begin = next((i for i, line in enumerate(lines) if section in line and f"{section}:end" not in line), None)
+        if begin is None:
+            raise ValueError(f"section: no line holds {section!r}")
+        end = next((i for i in range(begin + 1, len(lines)) if f"{section}:end" in lines[i]), len(lines))
+        text = "\n".join(lines[begin + 1:end])
+    text = text.strip("\n")
+    try:
+        from IPython.display import Markdown, display
+
+        from IPython import get_ipython
+
+        if get_ipython() is not None:
+            display(Markdown(f"```{language}\n{text}\n```"))
+            return
+    except ImportError:
+        pass
+    print(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Export the marked notebook cells to lessons/.")
     parser.add_argument("--check", action="store_true", help="exit 1 if lessons/ differs from the notebooks")
     parser.add_argument("--project", type=Path, default=PROJECT_DIR)
     args = parser.parse_args(argv)
     wanted = exported_modules(args.project)
-    present = {p for p in (args.project / "lessons").glob("*.py") if p.name != "__init__.py"}
+    # a module written by hand (a kernel too long for a notebook cell, shown by the notebook) is not exported
+    present = {p for p in (args.project / "lessons").glob("*.py")
+               if p.name != "__init__.py" and p.read_text(encoding="utf-8").startswith('"""Exported from')}
     stale = sorted(p.name for p in present - set(wanted))
     changed = sorted(p.name for p, text in wanted.items()
                      if not p.exists() or p.read_text(encoding="utf-8") != text)

@@ -1,15 +1,18 @@
 """Profiling helpers: label code (`annotate`, `annotate_calls`), then turn a ``torch.profiler`` run
 into pandas tables: `device_activity` (one row per kernel, memcpy or memset, with the op that launched
 it), summarised by `time_breakdown`, `idle_fraction`, `top_kernels`, `range_times`, `time_by_source`
-and `plot_time_breakdown`. Tested with torch 2.11 (CUDA) and 2.13 (CPU).
+and `plot_time_breakdown`; and Nsight Compute, run on a script and read back as a table (`run_ncu`). Tested with torch 2.11 (CUDA) and 2.13 (CPU).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
+import io
 import re
 import types
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -378,3 +381,86 @@ def plot_time_breakdown(frames: Mapping[str, pd.DataFrame], *, unit: str = "perc
         ax.set_title(title)
         ax.legend(ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(frames) < 3 else -0.2), fontsize=8)
     return ax
+
+
+# --- Nsight Compute -------------------------------------------------------------------------------------
+
+NCU_PERMISSION_HINT = ("ERR_NVGPUCTRPERM means the counters need root or the driver option "
+                       "NVreg_RestrictProfilingToAdminUsers=0.")
+
+
+def ncu_command(metrics: Sequence[str], *, nvtx_range: str | None = None) -> list[str]:
+    """The ``ncu`` arguments `run_ncu` uses: CSV, base units (durations in ns), only the profiled window.
+
+    ``nvtx_range=None``: the script brackets what to profile with ``torch.cuda.profiler.start()/stop()``;
+    a name: only kernels inside that NVTX range (``torch.cuda.nvtx.range_push(name)``).
+    """
+    if isinstance(metrics, str) or not metrics or not all(isinstance(m, str) and m for m in metrics):
+        raise ValueError("metrics must be a non-empty list of ncu metric names")
+    window = (["--profile-from-start", "off"] if nvtx_range is None
+              else ["--nvtx", "--nvtx-include", f"{nvtx_range}/"])
+    return ["ncu", *window, "--metrics", ",".join(metrics), "--print-units", "base", "--csv"]
+
+
+def read_ncu_csv(text: str, label: Callable[[str], str] | None = None) -> tuple[pd.DataFrame, dict[str, str]]:
+    """ncu's CSV (one row per launch and metric) -> (one row per metric, one column per launch; {column: kernel}).
+
+    ``label(kernel_name)`` names a launch's column (default: the kernel's short name); a second launch with
+    the same label gets " (2)" added.
+    """
+    rows = [line for line in text.splitlines() if line.startswith('"')]
+    if not rows:
+        raise ValueError("no CSV rows in ncu's output (was anything profiled?)")
+    raw = pd.read_csv(io.StringIO("\n".join(rows)), dtype=str)
+    raw["value"] = pd.to_numeric(raw["Metric Value"].str.replace(",", ""), errors="coerce")  # "n/a" -> NaN
+    columns: dict[str, str] = {}
+    for launch, name in raw.drop_duplicates("ID")[["ID", "Kernel Name"]].itertuples(index=False):
+        base = (label or short_kernel_name)(name)
+        column, n = base, 1
+        while column in columns.values():
+            n += 1
+            column = f"{base} ({n})"
+        columns[launch] = column
+    names = {columns[launch]: name for launch, name in raw.drop_duplicates("ID")[["ID", "Kernel Name"]].itertuples(index=False)}
+    table = raw.pivot_table(index="Metric Name", columns="ID", values="value", aggfunc="first")
+    table = table.rename(columns=columns)[list(columns.values())]
+    return table.rename_axis(index="metric", columns=None), names
+
+
+@dataclasses.dataclass
+class NcuReport:
+    """What `run_ncu` found: a table (None if nothing was profiled), the kernels' full names, a note."""
+
+    table: pd.DataFrame | None
+    kernels: dict[str, str]
+    note: str
+
+    def __str__(self) -> str:
+        if self.table is None:
+            return self.note
+        shown = self.table.to_string(float_format=lambda v: f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.4g}")
+        return "\n".join([shown, *(f"{k}: {v}" for k, v in self.kernels.items()), *([self.note] if self.note else [])])
+
+
+def run_ncu(script: str | Path, metrics: Sequence[str], *, args: Sequence[str] = (), nvtx_range: str | None = None,
+            label: Callable[[str], str] | None = None, timeout: float = 300) -> NcuReport:
+    """Profile ``python script args`` under Nsight Compute and read the counters back (`read_ncu_csv`).
+
+    Without a GPU or without ``ncu`` nothing runs: the report's note says so and prints the command, so a
+    CPU run of the notebook shows what a GPU run does. ncu's failures (permissions, nothing profiled, a
+    timeout) come back as a note with ncu's last lines, never as an exception.
+    """
+    import shutil
+    from course_utils.scripts import run_python
+
+    command = ncu_command(metrics, nvtx_range=nvtx_range)
+    shown = " ".join(command + ["python", str(script), *args])
+    if not HAS_CUDA or shutil.which("ncu") is None:
+        why = "no GPU here" if not HAS_CUDA else "no ncu on the PATH (Nsight Compute comes with the CUDA toolkit)"
+        return NcuReport(None, {}, f"{why}: nothing profiled. On a GPU this runs\n  {shown}")
+    run = run_python(script, *args, prefix=[shutil.which("ncu"), *command[1:]], timeout=timeout, interpret=False)
+    if run.ok and '"Metric Name"' in run.stdout:
+        table, names = read_ncu_csv(run.stdout, label)
+        return NcuReport(table, names, "")
+    status = "timed out" if run.returncode is None else f"exit {run.returncode}"
+    return NcuReport(None, {}, f"ncu profiled nothing ({status}); its last lines:\n{run.tail()}\n{NCU_PERMISSION_HINT}")

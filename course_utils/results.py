@@ -73,6 +73,68 @@ class Headline:
         return f"{self.what}: {figure}" + ("" if baseline == "-" else f" | {baseline} | {ratio}")
 
 
+_LOWER_IS_BETTER = {"ns", "us", "µs", "ms", "s", "bytes", "B", "KiB", "MiB", "GiB", "KB", "MB", "GB"}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One measurement judged: the printed line, its ratio to the baseline (> 1: better) and the prediction."""
+
+    line: str
+    ratio: float | None
+    holds: bool | None  # None: no prediction, or not judged (a CPU run, where the prediction is for a GPU)
+
+    def __str__(self) -> str:
+        return self.line
+
+
+def verdict(what: str, value: float, unit: str, *, baseline: str = "", baseline_value: float | None = None,
+            expect: tuple[float | None, float | None] | None = None, judge: bool | None = None,
+            lower_is_better: bool | None = None) -> Verdict:
+    """Print and return one line that states a measurement, its same-run baseline and the prediction's fate.
+
+        verdict("Triton add, 2^28 fp32", 3051, "GB/s", baseline="torch.add", baseline_value=3036, expect=(0.9, None))
+        -> "Triton add, 2^28 fp32: 3,051 GB/s vs torch.add 3,036 GB/s = 1.01x; predicted >= 0.90x: holds"
+
+    The ratio is "how many times better than the baseline": value / baseline, or baseline / value for units
+    where lower is better (times, bytes; ``lower_is_better`` overrides). ``expect=(low, high)`` bounds that
+    ratio (either end None), or the value itself when there is no baseline. ``judge``: whether to judge the
+    prediction (default: only on a GPU, since the course's predictions are about GPUs).
+    """
+    from course_utils.device import HAS_CUDA
+
+    if not isinstance(what, str) or not what or not isinstance(unit, str) or not unit:
+        raise ValueError("verdict needs `what` and `unit` as non-empty strings")
+    for name, number in (("value", value), ("baseline_value", baseline_value)):
+        if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))):
+            raise TypeError(f"{name} must be a number, got {number!r}")
+    if expect is not None and (not isinstance(expect, tuple) or len(expect) != 2 or expect == (None, None)):
+        raise ValueError(f"expect must be (low, high) with at least one bound, got {expect!r}")
+    lower = unit in _LOWER_IS_BETTER if lower_is_better is None else lower_is_better
+    line = f"{what}: {format_figure(value)} {unit}"
+    ratio = None
+    if baseline_value is not None:
+        if baseline_value <= 0 or value <= 0:
+            raise ValueError(f"value and baseline_value must be > 0 to compare, got {value} and {baseline_value}")
+        ratio = baseline_value / value if lower else value / baseline_value
+        line += f" vs {baseline or 'baseline'} {format_figure(baseline_value)} {unit} = {ratio:.2f}x"
+        line += " (speed-up)" if lower else ""
+    holds = None
+    if expect is not None:
+        judged = ratio if ratio is not None else value
+        low, high = expect
+        suffix = "x" if ratio is not None else f" {unit}"
+        bound = " and ".join(b for b in (f">= {low:g}{suffix}" if low is not None else "",
+                                          f"<= {high:g}{suffix}" if high is not None else "") if b)
+        if (HAS_CUDA if judge is None else judge):
+            holds = (low is None or judged >= low) and (high is None or judged <= high)
+            line += f"; predicted {bound}: {'holds' if holds else 'does NOT hold'}"
+        else:
+            line += f"; predicted {bound} on a GPU (not judged on this CPU run)"
+    print(line)
+    return Verdict(line, ratio, holds)
+
+
 class SavedResults(NamedTuple):
     notebook: str
     environment: dict[str, str]
@@ -96,12 +158,12 @@ class Target:
         return (notebook, headline.what, headline.baseline) == (self.notebook, self.what, self.baseline)
 
     def verdict(self, headline: Headline) -> str:
-        """e.g. '>= 1.02x (#17): missed', judged on the unrounded figure."""
+        """e.g. '>= 1.02x: missed', judged on the unrounded figure."""
         measured = headline.ratio if self.unit == "x" else headline.value
         met = measured is not None and measured >= self.at_least
         bound = f"{self.at_least:.2f}x" if self.unit == "x" else f"{format_figure(self.at_least)} {self.unit}"
         note = f", {self.note}" if self.note else ""
-        return f">= {bound} (#{self.issue}{note}): {'met' if met else 'missed'}"
+        return f">= {bound}{note}: {'met' if met else 'missed'}"
 
 
 def load_targets(path: Path = TARGETS_PATH) -> list[Target]:
@@ -116,10 +178,11 @@ def device_slug(env: Mapping[str, str]) -> str:
 
 def check_notebook_name(notebook: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> str:
     """``notebook`` must be the stem of a notebook of the course, e.g. '05_triton_vector_add'."""
-    if not isinstance(notebook, str) or not re.fullmatch(r"\d\d_[a-z0-9_]+", notebook):
+    if not isinstance(notebook, str) or not re.fullmatch(r"\d\d[a-z]?_[a-z0-9_]+", notebook):
         raise ValueError(f"notebook must be a notebook's file stem such as '05_triton_vector_add', got {notebook!r}")
-    if notebooks_dir.is_dir() and not (notebooks_dir / f"{notebook}.ipynb").exists():
-        raise ValueError(f"there is no notebooks/{notebook}.ipynb")
+    places = (notebooks_dir / f"{notebook}.ipynb", notebooks_dir / "deep_dives" / f"{notebook}.ipynb")
+    if notebooks_dir.is_dir() and not any(p.exists() for p in places):
+        raise ValueError(f"there is no notebooks/{notebook}.ipynb (nor notebooks/deep_dives/{notebook}.ipynb)")
     return notebook
 
 
@@ -183,7 +246,7 @@ def figures_table(results_dir: Path, device: str, targets: Sequence[Target] = ()
     if unused:
         raise ValueError("targets that judge no saved headline (renamed?): "
                          + "; ".join(f"{t.notebook}: {t.what!r} vs {t.baseline!r}" for t in unused))
-    header = ["notebook", "what", "figure", "baseline (same run)", "ratio", "target (issue)", "measured on"]
+    header = ["notebook", "what", "figure", "baseline (same run)", "ratio", "course goal", "measured on"]
     if len(machines) == 1:  # say it once rather than on every row
         header, rows = header[:-1], [r[:-1] for r in rows]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

@@ -35,7 +35,7 @@ class BenchmarkResult:
     q20_ms: float
     q80_ms: float
     reps: int
-    timer: str  # "cuda-events" or "cpu-perf-counter"
+    timer: str  # "cuda-events", "cuda-graph-replay", "wall-clock" or "cpu-perf-counter"
     bytes_moved: int | None = None
     flops: int | None = None
     gbps: float | None = None
@@ -109,10 +109,54 @@ def _time_cpu(fn: Callable[[], Any], warmup_ms: float, rep_ms: float, max_reps: 
     return times
 
 
+def cuda_graph(fn: Callable[[], Any], *, warmup: int = 3) -> Callable[[], None]:
+    """Capture ``fn()`` in a CUDA graph and return its replay: one launch that runs all of ``fn``'s kernels
+    with no Python, no autograd and no launch overhead in between (warm-up runs on a side stream first, as
+    ``torch.cuda.graphs`` asks). ``fn`` must allocate nothing new per call and never synchronize."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable (a function of no arguments), got {type(fn).__name__}")
+    if not torch.cuda.is_available():
+        raise ValueError("cuda_graph needs a CUDA GPU")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def _time_wall(fn: Callable[[], Any], warmup_ms: float, rep_ms: float, max_reps: int,
+               sync: Callable[[], None]) -> list[float]:
+    # back to back, no flush: each figure is a batch's wall time (host and device) divided by its calls
+    sync()
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    calls = int(min(1000, max(1, 1.0 / max((time.perf_counter() - t0) * 1e3, 1e-6))))  # about 1 ms a batch
+
+    def batch() -> None:
+        for _ in range(calls):
+            fn()
+        sync()
+
+    return [t / calls for t in _time_cpu(batch, warmup_ms, rep_ms, max_reps)]
+
+
+#: What `benchmark` measures. "gpu": the device time of one call, CUDA events around it (L2 flushed before,
+#: unless flush_l2=False). "wall": the wall time per call of calls run back to back, host work included:
+#: what a loop of small calls really costs. "graph": the device time of one call replayed from a CUDA graph,
+#: launch overhead excluded: what the GPU work alone takes.
+MODES = ("gpu", "wall", "graph")
+
+
 def benchmark(fn: Callable[[], Any], *, bytes_moved: int | None = None, flops: int | None = None,
               dtype: torch.dtype = torch.float16, warmup_ms: float = 25.0, rep_ms: float = 100.0,
               flush_l2: bool = True, max_reps: int = 10_000, device: str | torch.device | None = None,
-              peaks: DevicePeaks | None | str = _AUTO) -> BenchmarkResult:
+              peaks: DevicePeaks | None | str = _AUTO, mode: str = "gpu") -> BenchmarkResult:
     """Time ``fn()`` and report median, quantiles and (optionally) throughput.
 
     Args:
@@ -124,6 +168,7 @@ def benchmark(fn: Callable[[], Any], *, bytes_moved: int | None = None, flops: i
         flush_l2: write a 256 MiB buffer before each call so it starts with a cold L2 (GPU only).
         device: 'cuda' or 'cpu'; default is the course's `DEVICE`.
         peaks: the device's peaks; "auto" looks them up, None leaves the % fields empty.
+        mode: "gpu", "wall" or "graph" (see `MODES`); on a CPU all three time wall-clock calls.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable (a function of no arguments), got {type(fn).__name__}")
@@ -133,9 +178,17 @@ def benchmark(fn: Callable[[], Any], *, bytes_moved: int | None = None, flops: i
         raise ValueError(f"warmup_ms must be >= 0 and rep_ms > 0, got {warmup_ms} and {rep_ms}")
     if max_reps < 1:
         raise ValueError(f"max_reps must be >= 1, got {max_reps}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     on = require_device(device)
-    if on.type == "cuda":
-        times, timer = _time_cuda(fn, warmup_ms, rep_ms, flush_l2, max_reps), "cuda-events"
+    if on.type == "cuda" and mode == "wall":
+        times, timer = _time_wall(fn, warmup_ms, rep_ms, max_reps, torch.cuda.synchronize), "wall-clock"
+        if peaks == _AUTO:
+            peaks = device_peaks()
+    elif on.type == "cuda":
+        replay = cuda_graph(fn) if mode == "graph" else fn
+        times = _time_cuda(replay, warmup_ms, rep_ms, flush_l2, max_reps)
+        timer = "cuda-graph-replay" if mode == "graph" else "cuda-events"
         if peaks == _AUTO:
             peaks = device_peaks()
     else:

@@ -3,12 +3,17 @@ committed outputs that come from the reference GPU run (not from a CPU run)."""
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-COLAB_MARKER = 'if "google.colab" in sys.modules:'
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+from colab_cell import SETUP_CELL  # noqa: E402
+
+MAIN_NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = MAIN_NOTEBOOKS + sorted((ROOT / "notebooks" / "deep_dives").glob("[0-9][0-9]*_*.ipynb"))
 #: The one way a notebook may be committed with CPU outputs: it says so to the learner in its first cell,
 #: and its provenance cell shows the CPU run. The H100 run that replaces them is owed.
 CPU_OUTPUTS_BANNER = "**The outputs below come from a CPU run: this notebook's H100 run is still owed.**"
@@ -37,9 +42,10 @@ def test_there_are_notebooks():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_opens_with_badge_colab_cell_and_provenance(path):
     cells = _cells(path)
-    assert cells[0]["cell_type"] == "markdown" and _source(cells[0]).startswith(f"# {path.stem[:2]}. ")
-    assert f"notebooks/{path.name}" in _source(cells[0]), "the Colab badge must point at this notebook"
-    assert COLAB_MARKER in _source(cells[1]), "cell 2 is the Colab set-up cell"
+    assert cells[0]["cell_type"] == "markdown" and _source(cells[0]).startswith(f"# {path.stem[:2]}")
+    where = path.relative_to(ROOT).as_posix()
+    assert where in _source(cells[0]), f"the Colab badge must point at this notebook ({where})"
+    assert _source(cells[1]) == SETUP_CELL, "cell 2 is the set-up cell: python tools/colab_cell.py writes it"
     assert "import course_utils as cu" in _source(cells[2]) and "cu.print_environment()" in _source(cells[2])
 
 
@@ -81,7 +87,7 @@ def test_outputs_hold_no_absolute_machine_path(path):
 
 def test_readme_lists_every_notebook_and_says_which_have_cpu_outputs():
     readme = (NOTEBOOKS[0].parent.parent / "README.md").read_text(encoding="utf-8")
-    for path in NOTEBOOKS:
+    for path in MAIN_NOTEBOOKS:
         row = next((line for line in readme.splitlines() if line.startswith(f"| [{path.stem}](notebooks/{path.name})")),
                    None)
         assert row is not None, f"README's lessons table has no row for {path.name}"

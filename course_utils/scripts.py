@@ -1,0 +1,78 @@
+"""`run_python`: run a Python script in a child process, the one way the course does it.
+
+Notebooks run scripts for what cannot happen inside a notebook's own process: a profiler that wraps the
+whole process (Nsight Compute, `course_utils.profiling.run_ncu`), ``torchrun`` with several processes, a
+run with another environment variable (``TRITON_INTERPRET``, ``TORCH_LOGS``). The child finds
+``course_utils`` and ``lessons`` (the project root goes on ``PYTHONPATH``), and what it prints comes back
+with the project's absolute path cut, so outputs hold no machine path.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class ScriptRun:
+    """What a child process did: its exit code and its output (project paths made relative)."""
+
+    returncode: int | None  # None: killed after the timeout
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def tail(self, lines: int = 8) -> str:
+        return "\n".join((self.stdout + self.stderr).strip().splitlines()[-lines:])
+
+
+def child_env(env: Mapping[str, str] | None = None, *, interpret: bool | None = None) -> dict[str, str]:
+    """The environment of a course child process: this one's, the project on PYTHONPATH, then ``env``.
+
+    ``interpret``: True/False sets ``TRITON_INTERPRET`` to 1/0; None keeps this process's choice.
+    """
+    merged = dict(os.environ)
+    merged["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_DIR), os.environ.get("PYTHONPATH", "")) if p)
+    if interpret is not None:
+        merged["TRITON_INTERPRET"] = "1" if interpret else "0"
+    for key, value in (env or {}).items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"env must map str to str, got {key!r}: {value!r}")
+        merged[key] = value
+    return merged
+
+
+def _relative(text: str) -> str:
+    return text.replace(str(PROJECT_DIR) + os.sep, "").replace(str(PROJECT_DIR), ".")
+
+
+def run_python(script: str | Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 600,
+               interpret: bool | None = None, prefix: Sequence[str] = ()) -> ScriptRun:
+    """Run ``python script args...`` (after ``prefix``, e.g. ``["ncu", "--csv"]``) and return a `ScriptRun`.
+
+    A script that does not exist raises; a timeout gives ``returncode=None``, never a hang.
+    """
+    script = Path(script)
+    if not script.is_file():
+        raise FileNotFoundError(f"script: no such file {script}")
+    if not all(isinstance(a, str) for a in (*args, *prefix)):
+        raise TypeError("args and prefix must be strings")
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    command = [*prefix, sys.executable, str(script), *args]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=PROJECT_DIR,
+                              env=child_env(env, interpret=interpret))
+    except subprocess.TimeoutExpired as err:
+        out = err.stdout.decode() if isinstance(err.stdout, bytes) else (err.stdout or "")
+        return ScriptRun(None, _relative(out), f"(killed after {timeout:g} s)")
+    return ScriptRun(done.returncode, _relative(done.stdout), _relative(done.stderr))
