@@ -8,6 +8,7 @@
 #                      every notebook through nbval. `./course.sh gpu notebooks/05_*.ipynb` runs some.
 #   ./course.sh execute NOTEBOOK...   run notebooks in place and keep their outputs (on the reference
 #                      GPU this makes the committed outputs; same Python environment as `gpu`)
+#   ./course.sh new NN_topic ["Title"]   scaffold every file of a new chapter (CONTRIBUTING.md), tests passing
 #   ./course.sh slides [NN ...] [--no-pdf]   install the pinned stack, then build the lecture decks
 #                      (slides/*.md) into .cache/slides/*.html, self-contained reveal.js pages that need no
 #                      network, and a PDF handout of each in .cache/slides/pdf/ where Chromium is installed
@@ -59,7 +60,10 @@ case "$mode" in
           "${PYTHON:-python3}" -m jupyter nbconvert --to notebook --execute --inplace \
             --ExecutePreprocessor.timeout=1800 "$notebook"
         done ;;
+  new)  [ $# -ge 1 ] || { echo 'usage: ./course.sh new NN_topic ["Title"]   (see CONTRIBUTING.md)' >&2; exit 2; }
+        setup
+        exec "$venv/bin/python" tools/new_chapter.py "$@" ;;
   slides) setup
         exec "$venv/bin/python" slides/build_decks.py "$@" ;;
-  *)    echo "usage: ./course.sh lab | test | gpu | execute | slides  [extra args]" >&2; exit 2 ;;
+  *)    echo "usage: ./course.sh lab | test | gpu | execute | new | slides  [extra args]" >&2; exit 2 ;;
 esac

@@ -63,7 +63,7 @@ def test_targets_leave_out_an_architecture_only_with_a_reason():
 
 def test_every_triton_kernel_in_a_notebook_is_exported():
     """A kernel pasted into a notebook cell would escape the compile test (and invite copies)."""
-    for notebook in sorted((PROJECT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+    for notebook in sorted((PROJECT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + sorted((PROJECT / "notebooks" / "deep_dives").glob("*.ipynb")):
         for cell in json.loads(notebook.read_text())["cells"]:
             source = "".join(cell["source"])
             if cell["cell_type"] != "code" or "@triton.jit" not in source:

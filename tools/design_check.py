@@ -68,6 +68,8 @@ def output_lines(cell: dict) -> int:
         data = out.get("data", {})
         if "image/png" in data or "image/svg+xml" in data:
             lines += 10
+        elif "text/markdown" in data:
+            lines += "".join(data["text/markdown"]).count("\n") + 1
         elif "text/html" in data:
             lines += "".join(data["text/html"]).count("<tr")  or 1
         elif "text/plain" in data:
