@@ -73,13 +73,15 @@ def test_export_writes_marked_cells_in_order(tmp_path):
              {"cell_type": "code", "source": ["# export: lessons/nb01_demo.py\n", "B = math.pi\n"]}]
     (tmp_path / "notebooks" / "01_demo.ipynb").write_text(json.dumps({"cells": cells}))
     (tmp_path / "lessons").mkdir()
-    (tmp_path / "lessons" / "nb99_stale.py").write_text("")
+    (tmp_path / "lessons" / "nb98_by_hand.py").write_text('"""A kernel too long for a cell, shown by its notebook."""\n')
+    (tmp_path / "lessons" / "nb99_stale.py").write_text('"""Exported from notebooks/99_gone.ipynb by ...')
     assert export.main(["--project", str(tmp_path), "--check"]) == 1
     assert export.main(["--project", str(tmp_path)]) == 0
     text = (tmp_path / "lessons" / "nb01_demo.py").read_text()
     assert text.startswith('"""Exported from notebooks/01_demo.ipynb')
     assert "import math\nA = 1\n\n\nB = math.pi\n" in text and "not exported" not in text and "prose" not in text
-    assert not (tmp_path / "lessons" / "nb99_stale.py").exists()
+    assert not (tmp_path / "lessons" / "nb99_stale.py").exists()  # exported by no notebook: removed
+    assert (tmp_path / "lessons" / "nb98_by_hand.py").exists()  # written by hand (no export header): kept
     assert export.main(["--project", str(tmp_path), "--check"]) == 0
 
 
@@ -140,10 +142,10 @@ def test_targets_judge_the_unrounded_figure_and_a_stale_target_fails_the_table(t
                         results_dir=tmp_path / "results", notebooks_dir=notebooks)
     ratio_target = results.Target(17, "01_demo", "matmul", "cuBLAS", 1.02, "x")
     share_target = results.Target(14, "01_demo", "busy", "", 90.0, "%", note="of the final rung")
-    assert ratio_target.verdict(headline) == ">= 1.02x (#17): missed"
+    assert ratio_target.verdict(headline) == ">= 1.02x: missed"
     table = results.figures_table(tmp_path / "results", path.parent.name, [ratio_target, share_target])
-    assert "| 1.02x | >= 1.02x (#17): missed |" in table
-    assert "| 91 % | - | - | >= 90 % (#14, of the final rung): met |" in table
+    assert "| 1.02x | >= 1.02x: missed |" in table
+    assert "| 91 % | - | - | >= 90 %, of the final rung: met |" in table
     renamed = results.Target(17, "01_demo", "matmul 4096^3", "cuBLAS", 1.02, "x")
     with pytest.raises(ValueError, match="judge no saved headline.*matmul 4096"):
         results.figures_table(tmp_path / "results", path.parent.name, [renamed])
@@ -154,3 +156,33 @@ def test_every_target_of_the_issues_judges_a_saved_headline():
     assert {t.issue for t in targets} >= {11, 12, 13, 14, 17}
     assert all((results.RESULTS_DIR / results.REFERENCE_DEVICE / f"{t.notebook}.json").exists() for t in targets)
     results.figures_table(results.RESULTS_DIR, results.REFERENCE_DEVICE, targets)  # raises on a stale target
+
+
+def test_verdict_states_figure_baseline_ratio_and_prediction(capsys):
+    from course_utils.results import verdict
+
+    v = verdict("Triton add", 3051.2, "GB/s", baseline="torch.add", baseline_value=3036.0, expect=(0.9, None), judge=True)
+    assert capsys.readouterr().out.strip() == v.line
+    assert v.line == "Triton add: 3,051 GB/s vs torch.add 3,036 GB/s = 1.01x; predicted >= 0.9x: holds"
+    assert v.holds and v.ratio == pytest.approx(3051.2 / 3036.0)
+    slow = verdict("softmax", 0.2, "ms", baseline="torch", baseline_value=0.1, expect=(0.9, None), judge=True)
+    assert slow.ratio == pytest.approx(0.5) and slow.holds is False and "(speed-up)" in slow.line
+    assert "does NOT hold" in slow.line
+    cpu = verdict("x", 1.0, "GB/s", baseline="y", baseline_value=2.0, expect=(None, 1.0), judge=False)
+    assert cpu.holds is None and "not judged" in cpu.line
+    alone = verdict("share", 91.0, "%", expect=(80, None), judge=True)
+    assert alone.ratio is None and alone.holds and "predicted >= 80 %" in alone.line
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    (dict(what="", value=1.0, unit="ms"), ValueError),
+    (dict(what="x", value="1", unit="ms"), TypeError),
+    (dict(what="x", value=1.0, unit="ms", baseline_value=0.0), ValueError),
+    (dict(what="x", value=1.0, unit="ms", expect=(None, None)), ValueError),
+    (dict(what="x", value=1.0, unit="ms", expect=0.9), ValueError),
+])
+def test_verdict_refuses_what_it_cannot_judge(kwargs, error):
+    from course_utils.results import verdict
+
+    with pytest.raises(error):
+        verdict(**kwargs)

@@ -121,3 +121,40 @@ def test_benchmark_interleaved_times_every_function_each_round():
         cu.benchmark_interleaved(fns, rounds=0)
     with pytest.raises(TypeError):
         cu.benchmark_interleaved({})
+
+
+def test_every_mode_times_on_a_cpu_and_a_bad_mode_is_refused():
+    for mode in ("gpu", "wall", "graph"):
+        r = cu.benchmark(lambda: time.sleep(0.001), device="cpu", rep_ms=5, mode=mode)
+        assert r.timer == "cpu-perf-counter" and r.median_ms >= 0.9
+    with pytest.raises(ValueError, match="mode must be one of"):
+        cu.benchmark(lambda: None, device="cpu", mode="fast")
+
+
+def test_cuda_graph_needs_a_gpu_and_a_function():
+    with pytest.raises(TypeError, match="fn must be callable"):
+        cu.cuda_graph(3)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="needs a CUDA GPU"):
+            cu.cuda_graph(lambda: None)
+
+
+# A host-bound small call: its per-call wall time is its host time, which the GPU-time modes do not see; a
+# GPU-bound large call: the three modes agree. What notebook 01 teaches, checked on the GPU.
+@pytest.mark.gpu
+def test_wall_mode_sees_host_time_and_graph_mode_the_gpu_time_alone():
+    small = torch.randn(1024, device="cuda")
+
+    def host_bound():
+        y = small
+        for _ in range(20):  # 20 tiny kernels, each a few microseconds of host launch work
+            y = y * 1.0001
+        return y
+
+    wall, gpu, graph = (cu.benchmark(host_bound, mode=m, flush_l2=False).median_ms for m in ("wall", "gpu", "graph"))
+    print(f"small: wall {wall:.4f}, gpu {gpu:.4f}, graph {graph:.4f} ms")
+    assert graph < wall and graph <= gpu * 1.05
+    big = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+    times = {m: cu.benchmark(lambda: big @ big, mode=m).median_ms for m in ("wall", "gpu", "graph")}
+    print("large:", times)
+    assert max(times.values()) / min(times.values()) < 1.10
