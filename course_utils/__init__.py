@@ -12,7 +12,7 @@ switches Triton to its interpreter before any kernel is defined. One module per 
 - `results`: headline figures saved with their environment; the README's table is made from them.
 - `plots`: throughput, bars and roofline plots in one style.
 - `checks`: compare a function with a PyTorch reference over awkward cases; `require_tensors`, the
-  input validation of every kernel wrapper.
+  input validation of every kernel wrapper (with `require_block_size`, `require_number`, `require_choice`).
 - `results`: also `verdict`, the one line that states a measurement, its baseline and its prediction.
 
 Lesson-specific helpers live in their own modules and are imported from there: `profiling`, `toolchain`
@@ -26,7 +26,8 @@ Modules import one way: device -> peaks -> timing -> tuning/sweeps -> results; t
 from course_utils.device import DEVICE, HAS_CUDA, INTERPRET, environment, pick_size, print_environment
 from course_utils.peaks import DevicePeaks, lookup_peaks
 from course_utils.timing import BenchmarkResult, benchmark, benchmark_interleaved, cuda_graph, device_peaks
-from course_utils.checks import Case, CheckReport, awkward_cases, check, require_tensors
+from course_utils.checks import (Case, CheckReport, awkward_cases, check, require_block_size, require_choice,
+                                 require_number, require_tensors)
 from course_utils.results import Verdict, verdict
 from course_utils.sweeps import sweep
 
@@ -34,7 +35,8 @@ __all__ = [
     "DEVICE", "HAS_CUDA", "INTERPRET", "environment", "pick_size", "print_environment",
     "DevicePeaks", "device_peaks", "lookup_peaks",
     "BenchmarkResult", "benchmark", "benchmark_interleaved", "cuda_graph",
-    "Case", "CheckReport", "awkward_cases", "check", "require_tensors",
+    "Case", "CheckReport", "awkward_cases", "check", "require_tensors", "require_block_size", "require_number",
+    "require_choice",
     "Verdict", "verdict",
     "sweep",
 ]

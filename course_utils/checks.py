@@ -7,9 +7,12 @@ case and returns a `CheckReport` that a notebook prints and an exercise asserts 
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -118,6 +121,18 @@ def awkward_cases(shapes: Sequence[int | Sequence[int]] = AWKWARD_LENGTHS, *,
 
 
 def _compare(out: Any, expected: Any, rtol: float | None, atol: float | None) -> tuple[bool, float, float, str]:
+    if isinstance(expected, (tuple, list)):  # several outputs: compare each, report the worst
+        if not isinstance(out, (tuple, list)) or len(out) != len(expected):
+            return False, float("nan"), float("nan"), f"returned {type(out).__name__}, expected {len(expected)} outputs"
+        parts = [_compare(o, e, rtol, atol) for o, e in zip(out, expected)]
+        bad = [f"output {i}: {p[3]}" for i, p in enumerate(parts) if not p[0]]
+        return (not bad, max((p[1] for p in parts), default=0.0), max((p[2] for p in parts), default=0.0),
+                "; ".join(bad))
+    if isinstance(expected, numbers.Number) and not isinstance(expected, (bool, np.bool_)):
+        if isinstance(out, (bool, np.bool_)) or not isinstance(out, (numbers.Number, torch.Tensor)) or (
+                isinstance(out, torch.Tensor) and out.numel() != 1):
+            return False, float("nan"), float("nan"), f"returned {type(out).__name__}, expected a number"
+        out, expected = torch.tensor(float(out)), torch.tensor(float(expected))  # compared in float32
     if not isinstance(out, torch.Tensor):
         return False, float("nan"), float("nan"), f"returned {type(out).__name__}, expected a tensor"
     if out.shape != expected.shape:
@@ -166,19 +181,37 @@ def check(fn: Callable[..., Any], reference: Callable[..., Any], cases: Sequence
 
 
 INT32_MAX = 2**31 - 1
+#: The most elements a Triton block may hold (triton.language's TRITON_MAX_TENSOR_NUMEL).
+MAX_BLOCK = 2**20
+
+
+def span(t: torch.Tensor) -> int:
+    """The largest element offset a kernel reaches in ``t``: sum of (size - 1) * stride over its dims.
+
+    It is ``numel - 1`` for a contiguous tensor, but a view can reach much further than it has elements:
+    ``x[::1000]`` of 48 elements spans 47,000. An empty tensor reaches nothing (-1).
+    """
+    if t.numel() == 0:
+        return -1
+    return sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride()))
 
 
 def require_tensors(*, dtypes: Sequence[torch.dtype] | None = None, ndim: int | Sequence[int] | None = None,
                     same_shape: bool = False, device: str | torch.device | None = None,
-                    contiguous: bool = False, max_numel: int | None = INT32_MAX, **tensors: Any) -> None:
+                    contiguous: bool = False, max_numel: int | None = INT32_MAX, max_span: int | None = INT32_MAX,
+                    differentiable: bool = True, **tensors: Any) -> None:
     """Check a kernel wrapper's tensor arguments, raising an error that names the argument at fault.
 
-        require_tensors(x=x, y=y, dtypes=(torch.float32, torch.float16), same_shape=True)
+        require_tensors(x=x, y=y, dtypes=(torch.float32, torch.float16), same_shape=True, differentiable=False)
 
     Checks, in order: each is a tensor; ``dtypes`` (and, with several tensors, one shared dtype);
-    ``ndim`` (an int or the allowed ints); ``same_shape``; all on ``device`` (default: the course's
-    DEVICE) and on one device; ``contiguous``; at most ``max_numel`` elements (default 2**31 - 1: the
-    kernels compute offsets in int32). TypeError for a wrong type or dtype, ValueError for the rest.
+    ``ndim`` (an int or the allowed ints); ``contiguous``; at most ``max_numel`` elements and no offset
+    beyond ``max_span`` (`span`: a strided view reaches further than its element count; both default to
+    2**31 - 1 because the kernels compute offsets in int32; pass None where the wrapper copies the input
+    with ``.contiguous()`` first); ``differentiable=False``: none requires grad (the kernel has no
+    backward, so its output would silently carry no gradient); ``same_shape``; all on ``device``
+    (default: the course's DEVICE) and on one device. TypeError for a wrong type or dtype, ValueError
+    for the rest.
     """
     if not tensors:
         raise TypeError("require_tensors needs the tensors to check as keyword arguments, e.g. x=x")
@@ -194,6 +227,12 @@ def require_tensors(*, dtypes: Sequence[torch.dtype] | None = None, ndim: int | 
             raise ValueError(f"{name} must be contiguous (call .contiguous() first), got strides {t.stride()}")
         if max_numel is not None and t.numel() > max_numel:
             raise ValueError(f"{name} has {t.numel():,} elements; at most {max_numel:,} (offsets are int32)")
+        if max_span is not None and span(t) > max_span:
+            raise ValueError(f"{name} reaches element offset {span(t):,} (shape {tuple(t.shape)}, strides "
+                             f"{t.stride()}); at most {max_span:,} (offsets are int32): call .contiguous() first")
+        if not differentiable and t.requires_grad and torch.is_grad_enabled():
+            raise ValueError(f"{name} requires grad, but this kernel has no backward (its output would carry no "
+                             f"gradient): pass {name}.detach(), or call it under torch.no_grad()")
     first_name, first = next(iter(tensors.items()))
     for name, t in list(tensors.items())[1:]:
         if dtypes is not None and t.dtype != first.dtype:
@@ -205,3 +244,40 @@ def require_tensors(*, dtypes: Sequence[torch.dtype] | None = None, ndim: int | 
     want = require_device(device)
     if first.device.type != want.type:
         raise ValueError(f"{first_name} must be on {want} (where this kernel runs), got {first.device}")
+
+
+def require_number(name: str, value: Any, *, integer: bool = False, low: float | None = None,
+                   high: float | None = None) -> int | float:
+    """``value`` as a Python int (``integer=True``) or float, or an error that names ``name``.
+
+    Accepts Python and NumPy numbers (``np.float32(0.5)``, ``np.int64(3)``), never a bool; refuses NaN and
+    infinities, and values outside ``low <= value <= high``.
+    """
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, kind):
+        raise TypeError(f"{name} must be {'an integer' if integer else 'a number'}, got {value!r}")
+    number = int(value) if integer else float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if (low is not None and number < low) or (high is not None and number > high):
+        bounds = " and ".join(b for b in (f">= {low:g}" if low is not None else "",
+                                          f"<= {high:g}" if high is not None else "") if b)
+        raise ValueError(f"{name} must be {bounds}, got {value!r}")
+    return number
+
+
+def require_block_size(name: str, value: Any, *, at_least: int = 1, at_most: int = MAX_BLOCK) -> int:
+    """A Triton block size: a power of two in ``at_least..at_most`` (``tl.arange`` needs one), as an int."""
+    block = require_number(name, value, integer=True)
+    if block < 1 or block & (block - 1):
+        raise ValueError(f"{name} must be a positive power of two (tl.arange needs one), got {value!r}")
+    if not at_least <= block <= at_most:
+        raise ValueError(f"{name} must be between {at_least:,} and {at_most:,}, got {block:,}")
+    return block
+
+
+def require_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
+    """``value`` if it is one of ``choices``, else a ValueError that lists them."""
+    if not any(value is c or (type(value) is type(c) and value == c) for c in choices):
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value

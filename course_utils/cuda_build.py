@@ -81,8 +81,17 @@ def extension_name(name: str, cpp_sources: str, cuda_sources: str | None = None,
                    functions: Sequence[str] = (), cflags: Sequence[str] = (),
                    cuda_cflags: Sequence[str] = ()) -> str:
     """``f"{name}_{hash}"``: the module name `build_extension` gives these sources and flags."""
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ValueError(f"name must be a Python identifier (letters, digits, _), got {name!r}")
+    if not isinstance(cpp_sources, str) or not (cuda_sources is None or isinstance(cuda_sources, str)):
+        raise TypeError("cpp_sources must be C++ source text (a str) and cuda_sources a str or None, got "
+                        f"{type(cpp_sources).__name__} and {type(cuda_sources).__name__}")
+    for label, flags in (("functions", functions), ("cflags", cflags), ("cuda_cflags", cuda_cflags)):
+        if isinstance(flags, str) or not all(isinstance(f, str) for f in flags):
+            raise TypeError(f"{label} must be a list of strings, e.g. [{flags!r}] rather than {flags!r}")
+    bad = [f for f in functions if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", f)]
+    if bad:
+        raise ValueError(f"functions must name C++ functions (identifiers), got {bad}")
     digest = hashlib.sha256()
     for part in (name, cpp_sources, cuda_sources or "", "\0".join(functions), "\0".join(cflags),
                  "\0".join(cuda_cflags), torch.__version__, sys.version.split()[0], current_arch() or "cpu"):
@@ -119,6 +128,7 @@ def build_extension(name: str, cpp_sources: str, cuda_sources: str | None = None
     (message: the first compiler error line, then the log) when the sources do not compile and
     `ToolchainError` when a tool or, for ``cuda_sources``, a CUDA GPU is missing.
     """
+    extension_name(name, cpp_sources, cuda_sources, functions)  # checks the arguments: a clear error, not a compile error
     functions = list(functions)
     if cuda_sources is not None and not torch.cuda.is_available():
         raise ToolchainError(
@@ -206,6 +216,8 @@ def compile_cuda(cuda_source: str, *, arch: str = "sm_90", output: str = "ptx",
     """
     if output not in ("ptx", "cubin"):
         raise ValueError(f"output must be 'ptx' or 'cubin', got {output!r}")
+    if isinstance(extra_flags, str) or not all(isinstance(f, str) for f in extra_flags):
+        raise TypeError(f"extra_flags must be a list of strings, e.g. [{extra_flags!r}] rather than {extra_flags!r}")
     target = f"sm_{parse_arch(arch)}"
     if not isinstance(cuda_source, str) or not cuda_source.strip():
         raise ValueError("cuda_source must be the CUDA C++ source text")

@@ -199,6 +199,8 @@ def summarize(name: str, arch: str, language: str, ptx: str, sass: str | None,
               res: Mapping[str, int | None]) -> KernelSummary:
     """Build a `KernelSummary` from PTX text, clean SASS (or None) and a resources dict
     (``registers``, ``spill_stores_bytes``, ``spill_loads_bytes``, ``shared_bytes``)."""
+    if not isinstance(ptx, str) or not (sass is None or isinstance(sass, str)) or not isinstance(res, Mapping):
+        raise TypeError("ptx must be the PTX text, sass the SASS text or None, and res a dict of resources")
     p = ptx_counts(ptx)
     s = sass_counts(sass) if sass else {}
     kind = "wgmma" if p["wgmma"] else "mma.sync" if p["mma"] else ""
@@ -523,10 +525,17 @@ _COMPARE_FIELDS = ["registers", "spill_stores_bytes", "spill_loads_bytes", "shar
                    "sass_128bit_loads", "sass_tensor_core_ops"]
 
 
+def _require_stages(**variants: Any) -> None:
+    for name, value in variants.items():
+        if not isinstance(value, CompiledStages):
+            raise TypeError(f"{name} must be CompiledStages (from compile_triton or inspect_cuda), got {type(value).__name__}")
+
+
 def compare(variants: Mapping[str, CompiledStages]) -> pd.DataFrame:
     """Summaries side by side: one row per summary field, one column per named variant."""
-    if not variants:
-        raise ValueError("compare needs at least one variant")
+    if not isinstance(variants, Mapping) or not variants:
+        raise ValueError("compare needs variants: a non-empty dict of label -> CompiledStages")
+    _require_stages(**{f"variants[{k!r}]": v for k, v in variants.items()})
     columns = {label: {f: getattr(k.summary, f) for f in _COMPARE_FIELDS} for label, k in variants.items()}
     return pd.DataFrame(columns).rename_axis("field")
 
@@ -544,6 +553,8 @@ _NORMALIZE = [
 def normalized_lines(text: str, stage: str, kernel_name: str) -> list[str]:
     """Lines of a stage with register numbers, labels, addresses and the kernel's own name replaced
     by placeholders, so that a diff shows changed instructions, not renumbering."""
+    if not all(isinstance(v, str) for v in (text, stage, kernel_name)):
+        raise TypeError("text, stage and kernel_name must be strings")
     lines = _code_lines(text) if stage == "ptx" else [ln.strip() for ln in text.splitlines() if ln.strip()]
     name_re = re.compile(rf"\b{re.escape(kernel_name)}(?=\b|_param)")
     out = []
@@ -557,6 +568,7 @@ def normalized_lines(text: str, stage: str, kernel_name: str) -> list[str]:
 def diff(a: CompiledStages, b: CompiledStages, stage: str = "ptx", *, max_lines: int = 60,
          a_label: str | None = None, b_label: str | None = None) -> str:
     """A unified diff of one stage of two variants (`normalized_lines`), at most ``max_lines`` lines."""
+    _require_stages(a=a, b=b)
     left, right = normalized_lines(a[stage], stage, a.name), normalized_lines(b[stage], stage, b.name)
     lines = list(difflib.unified_diff(left, right, fromfile=a_label or a.name, tofile=b_label or b.name,
                                       n=1, lineterm=""))
@@ -569,6 +581,8 @@ def diff(a: CompiledStages, b: CompiledStages, stage: str = "ptx", *, max_lines:
 
 def instruction_mix(a: CompiledStages, b: CompiledStages, stage: str = "sass") -> pd.DataFrame:
     """Opcode counts of two variants and their difference (only opcodes whose count changed)."""
+    _require_stages(a=a, b=b)
+
     def opcodes(c: CompiledStages) -> pd.Series:
         if stage == "sass":
             ops = [re.sub(r"^@!?U?P\w+\s+", "", i).split()[0] for i in _sass_instructions(c[stage])]

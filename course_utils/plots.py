@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
+from course_utils.checks import require_number
 from course_utils.peaks import DevicePeaks
 
 STYLE = {"figure.figsize": (7.5, 4.2), "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False,
@@ -36,6 +37,11 @@ def plot_throughput(frame: pd.DataFrame, metric: str = "gbps", *, peak: float | 
     """One line per provider of ``metric`` against size (log scale), with a dashed line at ``peak``."""
     if metric not in _METRICS:
         raise ValueError(f"metric must be one of {list(_METRICS)}, got {metric!r}")
+    if not isinstance(frame, pd.DataFrame) or not {"provider", "size", metric} <= set(frame.columns):
+        raise TypeError(f"frame must be a sweep DataFrame with columns provider, size and {metric}, "
+                        f"got {type(frame).__name__}")
+    if peak is not None:
+        peak = require_number("peak", peak)
     ax = _axes(ax)
     with plt.rc_context(STYLE):
         for name in dict.fromkeys(frame["provider"]):
@@ -56,11 +62,14 @@ def plot_throughput(frame: pd.DataFrame, metric: str = "gbps", *, peak: float | 
 def plot_bars(values: Mapping[str, float], *, ylabel: str, title: str = "",
               reference: float | None = None, reference_label: str = "", ax: Axes | None = None) -> Axes:
     """A labelled bar per entry of ``values`` (for example rungs of a ladder -> TFLOP/s)."""
-    if not values:
-        raise ValueError("values must not be empty")
+    if not isinstance(values, Mapping) or not values:
+        raise ValueError(f"values must be a non-empty mapping of name -> number, got {values!r}")
+    heights = [require_number(f"values[{k!r}]", v) for k, v in values.items()]
+    if reference is not None:
+        reference = require_number("reference", reference)
     ax = _axes(ax)
     with plt.rc_context(STYLE):
-        names, heights = list(values), [float(v) for v in values.values()]
+        names = list(values)
         bars = ax.bar(names, heights, color="tab:blue")
         ax.bar_label(bars, labels=[f"{h:,.3g}" for h in heights], fontsize=8)
         if reference is not None:
@@ -88,11 +97,24 @@ def plot_roofline(points: Mapping[str, tuple[float, float]], peaks: DevicePeaks,
     """
     if labels not in ("annotate", "legend"):
         raise ValueError(f"labels must be 'annotate' or 'legend', got {labels!r}")
-    roof = peaks.fp16_tflops if peak_tflops is None else peak_tflops
+    if not isinstance(peaks, DevicePeaks):
+        raise TypeError(f"peaks must be a DevicePeaks (cu.device_peaks() is None on a machine without a GPU: "
+                        f"pass cu.lookup_peaks('H100') to draw a GPU's roof), got {peaks!r}")
+    if not isinstance(points, Mapping):
+        raise TypeError(f"points must map a label to (FLOP per byte, TFLOP/s), got {type(points).__name__}")
+    for label, point in points.items():  # both axes are logarithmic: only positive figures have a place
+        if not isinstance(point, (tuple, list)) or len(point) != 2:
+            raise ValueError(f"points[{label!r}] must be (FLOP per byte, TFLOP/s), got {point!r}")
+        for what, value in zip(("intensity", "TFLOP/s"), point):
+            if require_number(f"points[{label!r}] {what}", value) <= 0:
+                raise ValueError(f"points[{label!r}] {what} must be > 0 (the axes are logarithmic), got {value!r}")
+    roof = peaks.fp16_tflops if peak_tflops is None else require_number("peak_tflops", peak_tflops)
+    if roof <= 0:
+        raise ValueError(f"peak_tflops must be > 0, got {peak_tflops!r}")
     bandwidth_tbps = peaks.bandwidth_gbps / 1e3
     ax = _axes(ax)
     with plt.rc_context(STYLE):
-        intensities = [p[0] for p in points.values()] or [1.0]
+        intensities = [float(p[0]) for p in points.values()] or [1.0]
         lo = min(min(intensities) / 4, 0.05)
         hi = max(max(intensities) * 4, 4 * roof / bandwidth_tbps)
         x = np.logspace(np.log10(lo), np.log10(hi), 200)

@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import functools
 import io
+import numbers
 import re
 import types
 from pathlib import Path
@@ -260,6 +261,10 @@ def short_kernel_name(name: str, width: int = 60) -> str:
     ``void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<..., MulFunctor<float>
     >, ...>(int, ...)`` -> ``vectorized_elementwise_kernel<MulFunctor>``; "aten::mm" stays as it is.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a kernel name (str), got {type(name).__name__}")
+    if isinstance(width, bool) or not isinstance(width, numbers.Integral) or width < 4:
+        raise ValueError(f"width must be an int >= 4, got {width!r}")
     text = name.replace("(anonymous namespace)::", "").strip()
     is_function = text.startswith("void ")
     text = text[5:] if is_function else text
@@ -453,8 +458,14 @@ def run_ncu(script: str | Path, metrics: Sequence[str], *, args: Sequence[str] =
     import shutil
     from course_utils.scripts import run_python
 
+    if not Path(script).is_file():
+        raise FileNotFoundError(f"script: no such file {script}")
+    from course_utils.scripts import PROJECT_DIR
+
     command = ncu_command(metrics, nvtx_range=nvtx_range)
-    shown = " ".join(command + ["python", str(script), *args])
+    where = Path(script).resolve()
+    where = where.relative_to(PROJECT_DIR) if where.is_relative_to(PROJECT_DIR) else Path(where.name)
+    shown = " ".join(command + ["python", str(where), *args])  # no machine path in a notebook's output
     if not HAS_CUDA or shutil.which("ncu") is None:
         why = "no GPU here" if not HAS_CUDA else "no ncu on the PATH (Nsight Compute comes with the CUDA toolkit)"
         return NcuReport(None, {}, f"{why}: nothing profiled. On a GPU this runs\n  {shown}")

@@ -22,6 +22,7 @@ from typing import Mapping, NamedTuple, Sequence
 
 import pandas as pd
 
+from course_utils.checks import require_number
 from course_utils.device import environment
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -35,6 +36,7 @@ BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
 
 def format_figure(value: float) -> str:
     """How a figure is written everywhere (notebook output and README): 3 significant digits or whole."""
+    value = require_number("value", value)
     return f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
 
 
@@ -49,11 +51,11 @@ class Headline:
     baseline_value: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("value", "baseline_value"):
+        for name in ("value", "baseline_value"):  # NumPy numbers become floats; NaN and infinities are refused
             number = getattr(self, name)
-            if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))):
-                raise TypeError(f"Headline.{name} must be a number, got {number!r}")
-        if not self.what or not self.unit:
+            if number is not None:
+                object.__setattr__(self, name, require_number(f"Headline.{name}", number))
+        if not isinstance(self.what, str) or not isinstance(self.unit, str) or not self.what or not self.unit:
             raise ValueError("a Headline needs a description (what) and a unit")
 
     @property
@@ -105,11 +107,12 @@ def verdict(what: str, value: float, unit: str, *, baseline: str = "", baseline_
 
     if not isinstance(what, str) or not what or not isinstance(unit, str) or not unit:
         raise ValueError("verdict needs `what` and `unit` as non-empty strings")
-    for name, number in (("value", value), ("baseline_value", baseline_value)):
-        if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))):
-            raise TypeError(f"{name} must be a number, got {number!r}")
+    value = require_number("value", value)
+    baseline_value = None if baseline_value is None else require_number("baseline_value", baseline_value)
     if expect is not None and (not isinstance(expect, tuple) or len(expect) != 2 or expect == (None, None)):
         raise ValueError(f"expect must be (low, high) with at least one bound, got {expect!r}")
+    if expect is not None:
+        expect = tuple(None if b is None else require_number(f"expect[{i}]", b) for i, b in enumerate(expect))
     lower = unit in _LOWER_IS_BETTER if lower_is_better is None else lower_is_better
     line = f"{what}: {format_figure(value)} {unit}"
     ratio = None
@@ -198,6 +201,12 @@ def save_results(notebook: str, frame: pd.DataFrame | None = None, headlines: Se
         raise TypeError(f"frame must be a pandas DataFrame or None, got {type(frame).__name__}")
     if not all(isinstance(h, Headline) for h in headlines):
         raise TypeError("headlines must be Headline objects")
+    if frame is not None:
+        numeric = frame.select_dtypes("number")
+        infinite = [c for c in numeric.columns if numeric[c].abs().eq(float("inf")).any()]
+        if infinite:
+            raise ValueError(f"frame column(s) {infinite} hold infinities, which JSON cannot store: "
+                             "a time of 0 or a division by zero upstream?")
     env = environment()
     root = Path(results_dir or RESULTS_DIR)
     folder = root / device_slug(env)
@@ -209,7 +218,7 @@ def save_results(notebook: str, frame: pd.DataFrame | None = None, headlines: Se
         "records": [] if frame is None else json.loads(frame.to_json(orient="records")),
     }
     path = folder / f"{notebook}.json"
-    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(record, indent=1, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
     for headline in headlines:
         print(headline)
     print("saved", path.relative_to(root.parent))

@@ -9,6 +9,7 @@ with the project's absolute path cut, so outputs hold no machine path.
 
 from __future__ import annotations
 
+import numbers
 import os
 import subprocess
 import sys
@@ -66,7 +67,7 @@ def run_python(script: str | Path, *args: str, env: Mapping[str, str] | None = N
         raise FileNotFoundError(f"script: no such file {script}")
     if not all(isinstance(a, str) for a in (*args, *prefix)):
         raise TypeError("args and prefix must be strings")
-    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+    if not isinstance(timeout, numbers.Real) or isinstance(timeout, bool) or not 0 < timeout < float("inf"):
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     command = [*prefix, sys.executable, str(script), *args]
     try:

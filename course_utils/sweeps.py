@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
+from course_utils.checks import require_number
 from course_utils.timing import benchmark
 
 COLUMNS = ["provider", "size", "median_ms", "q20_ms", "q80_ms", "gbps", "tflops",
@@ -45,11 +46,12 @@ def sweep(providers: Mapping[str, Callable[..., Any]], sizes: Sequence[int], *,
             raise TypeError(f"provider {name!r} must be a function, got {type(fn).__name__}")
     if inputs is not None and not callable(inputs):
         raise TypeError(f"inputs must be a function size -> arguments, got {type(inputs).__name__}")
-    if len(sizes) == 0:
-        raise ValueError("sizes must not be empty")
-    for size in sizes:
-        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-            raise ValueError(f"sizes must be positive integers, got {size!r}")
+    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__") or len(sizes) == 0:
+        raise ValueError(f"sizes must be a non-empty list of positive integers, got {sizes!r}")
+    sizes = [require_number("sizes[i]", size, integer=True, low=1) for size in sizes]  # NumPy ints too
+    for name, fn in (("bytes_moved", bytes_moved), ("flops", flops)):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"{name} must be a function size -> number, got {type(fn).__name__}")
     rows = []
     for size in sizes:
         args = tuple(inputs(size)) if inputs is not None else None

@@ -10,6 +10,8 @@ quantiles, GB/s, TFLOP/s and % of peak in one result.
 from __future__ import annotations
 
 import functools
+import math
+import numbers
 import statistics
 import time
 from dataclasses import dataclass
@@ -55,13 +57,15 @@ class BenchmarkResult:
         return " | ".join(parts)
 
 
-def _check_count(name: str, value: int | float | None) -> None:
+def _check_count(name: str, value: int | float | None) -> int | float | None:
+    """A count of bytes or FLOPs: None, or a number >= 0 (NumPy numbers too), as a Python number."""
     if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a number of {name.split('_')[0]}, got {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
 def _time_cuda(fn: Callable[[], Any], warmup_ms: float, rep_ms: float, flush_l2: bool,
@@ -172,12 +176,17 @@ def benchmark(fn: Callable[[], Any], *, bytes_moved: int | None = None, flops: i
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable (a function of no arguments), got {type(fn).__name__}")
-    _check_count("bytes_moved", bytes_moved)
-    _check_count("flops", flops)
+    bytes_moved, flops = _check_count("bytes_moved", bytes_moved), _check_count("flops", flops)
+    for name, value in (("warmup_ms", warmup_ms), ("rep_ms", rep_ms), ("max_reps", max_reps)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise TypeError(f"{name} must be a finite number, got {value!r}")
     if warmup_ms < 0 or rep_ms <= 0:
         raise ValueError(f"warmup_ms must be >= 0 and rep_ms > 0, got {warmup_ms} and {rep_ms}")
-    if max_reps < 1:
-        raise ValueError(f"max_reps must be >= 1, got {max_reps}")
+    if max_reps < 1 or int(max_reps) != max_reps:
+        raise ValueError(f"max_reps must be a whole number >= 1, got {max_reps}")
+    max_reps = int(max_reps)
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype (which peak FLOP/s flops is compared with), got {dtype!r}")
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     on = require_device(device)
@@ -219,7 +228,7 @@ def benchmark_interleaved(fns: dict[str, Callable[[], Any]], *, rounds: int = 5,
     """
     if not isinstance(fns, dict) or not fns or not all(callable(f) for f in fns.values()):
         raise TypeError("fns must be a non-empty dict of name -> function of no arguments")
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+    if isinstance(rounds, (bool, np.bool_)) or not isinstance(rounds, numbers.Integral) or rounds < 1:
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):

@@ -225,6 +225,8 @@ HOST_CFLAGS = ("-O3",)
 def raises_cleanly(cxx: str) -> bool:
     """Whether an extension built by ``cxx`` turns a failing, formatted ``TORCH_CHECK`` into a
     Python ``RuntimeError``. Runs in a child process, since the failure being tested is a crash."""
+    if not isinstance(cxx, str) or not cxx:
+        raise TypeError(f"cxx must be the path or name of a C++ compiler, got {cxx!r}")
     require_ninja()
     tag = hashlib.sha256(f"{cxx}|{torch.__version__}".encode()).hexdigest()[:10]
     build_dir = Path(device.CACHE_DIR) / "compiler_probe" / tag

@@ -21,11 +21,12 @@ import torch
 from hypothesis import strategies as st
 
 from course_utils.device import DEVICE
-from course_utils.grading import guard
+from course_utils.grading import FAMILIES, Inputs, guard  # noqa: F401 - FAMILIES: the names families take
 
 LAYOUTS = ("contiguous", "strided", "transposed", "sliced", "offset")
 _WORDS = {"strided": "every 2nd element", "transposed": "a transposed view",
-          "sliced": "the first columns of a wider matrix", "offset": "not 16-byte aligned"}
+          "sliced": "the first columns of a wider matrix", "offset": "not 16-byte aligned",
+          "gaps": "items with gaps between them: the first of a longer dim 1"}
 _EDGES = (1, 2, 3, 7, 13, 31, 127, 128, 129, 1000, 1009, 4099)  # primes, around powers of two
 
 
@@ -120,8 +121,10 @@ def guarded_values(values: torch.Tensor, layout: str = "contiguous") -> torch.Te
     not NaN. Floating-point buffers have NaN around them; integer ones (uint8 pixels) 0, as they have no NaN.
     """
     shape = tuple(values.shape)
-    if layout not in LAYOUTS or (layout in ("transposed", "sliced") and len(shape) != 2) or not shape:
-        raise ValueError(f"layout must be one of {LAYOUTS} ('transposed', 'sliced': 2-D only), got {layout!r}")
+    if (layout not in LAYOUTS + ("gaps",) or (layout in ("transposed", "sliced") and len(shape) != 2) or not shape
+            or (layout == "gaps" and len(shape) < 2)):
+        raise ValueError(f"layout must be one of {LAYOUTS} ('transposed', 'sliced': 2-D only) or 'gaps' (2-D or "
+                         f"more: the items of dim 0 apart), got {layout!r}")
     v = values.detach().to("cpu")
     raw = v.dtype.is_floating_point and v.element_size() == 1  # fp8: flip, stack and cat work on its bytes
     v = v.view(torch.uint8) if raw else v
@@ -133,6 +136,8 @@ def guarded_values(values: torch.Tensor, layout: str = "contiguous") -> torch.Te
         base = torch.cat([v, v.flip(0).repeat(1, 3)[:, :3]], dim=1)  # 3 more columns: values of other rows
     elif layout == "offset":
         base = torch.cat([v.flatten()[-1:], v.flatten()])
+    elif layout == "gaps":  # 3 more items along dim 1: values of other items, between two items of dim 0
+        base = torch.cat([v, v.flip(0).narrow(1, 0, 1).expand(-1, 3, *v.shape[2:])], dim=1)
     else:
         base = v.contiguous()
     base = base.view(values.dtype) if raw else base
@@ -140,9 +145,43 @@ def guarded_values(values: torch.Tensor, layout: str = "contiguous") -> torch.Te
     pad = 4096 + 64 * (max(shape) if len(shape) > 1 else 0)
     base = guard(base.to(DEVICE), fill, pad=pad)
     view = (base.t() if layout == "transposed" else base[..., ::2] if layout == "strided" else base[:, :shape[1]]
-            if layout == "sliced" else base[1:].view(shape) if layout == "offset" else base)
+            if layout in ("sliced", "gaps") else base[1:].view(shape) if layout == "offset" else base)
     view._course_guard = base._course_guard
     return view
+
+
+# ---- input families (course_utils.grading.FAMILIES): the cases an exercise runs before the drawn ones --------
+def case(about: str, *args) -> Inputs:
+    """A family case: ``args`` are values, or zero-argument functions called for fresh arguments at each call
+    (``values(t)``: a guarded copy of tensor ``t``)."""
+    return Inputs(lambda: tuple(a() if callable(a) else a for a in args), about)
+
+
+def values(t: torch.Tensor, layout: str = "contiguous"):
+    """A function making `guarded_values` (``t``, ``layout``): an argument of `case`."""
+    return lambda: guarded_values(t, layout)
+
+
+def randn(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0, scale: float = 1.0) -> torch.Tensor:
+    """Reproducible normal values (CPU), for family cases."""
+    return (scale * torch.randn(*shape, generator=torch.Generator().manual_seed(seed))).to(dtype)
+
+
+def kinks(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` with exact zeros at half of its elements (flat positions 0, 1 mod 4: a ReLU's output is
+    about half zeros) and a tie in each other pair (position 3 mod 4 takes the value at 2 mod 4)."""
+    flat = t.detach().clone().reshape(-1)
+    flat[0::4], flat[1::4] = 0, 0
+    n = flat[3::4].numel()
+    flat[3::4] = flat[2::4][:n]
+    return flat.reshape(t.shape)
+
+
+def described(name: str, t: torch.Tensor, layout: str = "contiguous") -> str:
+    """`describe` for a family case's tensor, before it is guarded."""
+    view = ("" if layout == "contiguous" else
+            f" ({_WORDS.get(layout, layout)}, strides {guarded_values(t, layout).stride()})")
+    return f"{name}: {str(t.dtype).replace('torch.', '')} {tuple(t.shape)}{view}"
 
 
 def describe(name: str, t: torch.Tensor, layout: str = "contiguous") -> str:

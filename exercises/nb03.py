@@ -8,10 +8,11 @@ import math
 import torch
 from hypothesis import strategies as st
 
+from course_utils.checks import require_tensors
 from course_utils.cuda_build import ToolchainError, build_extension, compile_cuda
 from course_utils.device import DEVICE, HAS_CUDA, pick_size
 from course_utils.grading import Exercise, Inputs
-from exercises import LAYOUTS, describe, guarded_tensor, sizes, tensor_arg
+from exercises import LAYOUTS, case, described, describe, guarded_tensor, randn, sizes, tensor_arg, values
 
 BLOCKS = ((16, 16), (32, 8), (8, 32), (1, 256), (128, 1), (32, 32), (64, 4))
 
@@ -29,7 +30,10 @@ def _idle_threads(rows: int, cols: int, block: tuple[int, int]) -> int:
 
 IDLE_THREADS = Exercise(
     "03.1 idle_threads", "idle_threads(rows, cols, block): how many launched threads fail the bounds check",
-    _idle_threads, _idle_inputs(), examples=(60, 200))
+    _idle_threads, _idle_inputs(), examples=(60, 200),
+    families={"edges": lambda: [case("rows=1, cols=1, block=(1, 256)", 1, 1, (1, 256)),
+                                case("rows=100000, cols=1, block=(128, 1)", 100_000, 1, (128, 1)),
+                                case("rows=33, cols=17, block=(16, 16)", 33, 17, (16, 16))]})
 
 BAD_INPUTS = ("float64", "float16", "1-D", "3-D") + (("on the CPU",) if HAS_CUDA else ())
 
@@ -49,17 +53,22 @@ def _strided_inputs(draw) -> Inputs:
 
 
 def _square_strided(m: torch.Tensor) -> torch.Tensor:
-    if m.device.type != DEVICE.type or m.dtype != torch.float32:
-        raise TypeError(f"square_strided: m must be a float32 tensor on {DEVICE.type}, got {m.dtype} on {m.device}")
-    if m.dim() != 2:
-        raise ValueError(f"square_strided: m must be 2-D, got {m.dim()}-D")
+    if m.device.type != DEVICE.type:  # the C++ wrapper's TORCH_CHECK_TYPE: a TypeError (require_tensors: ValueError)
+        raise TypeError(f"square_strided: m must be a {DEVICE.type} tensor, got one on {m.device}")
+    require_tensors(m=m, dtypes=(torch.float32,), ndim=2, max_span=None)  # any strides: 64-bit offsets
     return torch.square(m).contiguous()
 
 
 SQUARE_STRIDED = Exercise(
     "03.2 square_strided", "square_strided(m): m * m into a new contiguous tensor, for a 2-D float32 m of any "
     "strides, as a CUDA kernel (and its C++ twin); TypeError/ValueError for any other input",
-    _square_strided, _strided_inputs(), (torch.float32,), examples=(30, 100))
+    _square_strided, _strided_inputs(), (torch.float32,), examples=(30, 100), layout="contiguous", isolate=True,
+    families={"empty": lambda: [case(described("m", t), values(t)) for t in (randn(0, 5), randn(7, 0))],
+              "nonfinite": lambda: [case(described("m", t) + " with a row of inf and NaN", values(t))
+                                    for t in [torch.cat([randn(3, 5), torch.tensor([[math.inf, -math.inf, math.nan,
+                                                                                     1e30, -0.0]])])]],
+              "programs": lambda: [case(described("m", t, "transposed"), values(t.t().contiguous().t()))
+                                   for t in [randn(70, 37, seed=3)]]})
 
 
 def build_square_strided(wrapper: str, cuda: str, twin: str):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from course_utils.cuda_build import ToolchainError, build_extension, compile_cuda
 from course_utils.device import HAS_CUDA, pick_size
 from course_utils.grading import Exercise, Inputs
-from exercises import sizes, tensor_arg
+from exercises import case, described, randn, sizes, tensor_arg, values
 
 _TILES = (1, 2, 3, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512)
 
@@ -24,7 +24,8 @@ def _tile_inputs(draw) -> Inputs:
 
 TILE_INTENSITY = Exercise(
     "04.1 tile_intensity", "tile_intensity(bm, bn): FLOP per byte of global traffic of a bm x bn FP32 block tile",
-    lambda bm, bn: 2 * bm * bn / (4 * (bm + bn)), _tile_inputs(), rtol=1e-9, examples=(40, 100))
+    lambda bm, bn: 2 * bm * bn / (4 * (bm + bn)), _tile_inputs(), rtol=1e-9, examples=(40, 100),
+    families={"edges": lambda: [case("bm=1, bn=1", 1, 1), case("bm=512, bn=1", 512, 1)]})
 
 
 @st.composite
@@ -42,7 +43,8 @@ def _wavefronts(pitch: int, q: int = 0) -> int:
 STORE_WAVEFRONTS = Exercise(
     "04.2 transposed_store_wavefronts", "transposed_store_wavefronts(pitch, q): shared-memory wavefronts of one warp's "
     "transposed store As[c + q][r] with a row pitch of `pitch` floats", _wavefronts, _store_inputs(),
-    examples=(40, 100))
+    examples=(40, 100), families={"edges": lambda: [case("pitch=1, q=0", 1, 0), case("pitch=32, q=3", 32, 3),
+                                                    case("pitch=33, q=0", 33, 0)]})
 
 
 @st.composite
@@ -67,7 +69,10 @@ def _waves(m: int, n: int, bm: int, bn: int, blocks_per_sm: int, sms: int = 132)
 
 WAVES = Exercise(
     "04.3 waves", "waves(m, n, bm, bn, blocks_per_sm, sms=132): (rounds of blocks, fraction of the last round's "
-    "slots that are busy)", _waves, _wave_inputs(), rtol=1e-9, examples=(40, 100))
+    "slots that are busy)", _waves, _wave_inputs(), rtol=1e-9, examples=(40, 100), returns=("rounds", "busy share"),
+    families={"edges": lambda: [case("m=1, n=1, bm=128, bn=128, blocks_per_sm=1, sms=132", 1, 1, 128, 128, 1, 132),
+                                case("m=1536, n=1408, bm=128, bn=128, blocks_per_sm=1, sms=132 (one full wave)",
+                                     1536, 1408, 128, 128, 1, 132)]})
 
 #: Given: the PyTorch-facing wrapper of rung 4 (input checks, the output), for the CUDA build and the twin.
 RUNG4_WRAPPER = r"""
@@ -104,7 +109,11 @@ def _rung4_inputs(draw) -> Inputs:
 RUNG4 = Exercise(
     "04.4 gemm_rung4", "gemm_rung4(a, b): a @ b in FP32 with rung 4's kernel (64 x 64 block tile, BK = 8, 8 values "
     "of a column of C per thread) for any M, N, K", lambda a, b: (a.double() @ b.double()).float(), _rung4_inputs(),
-    (torch.float32,), rtol=1e-4, atol=1e-3, examples=(25, 100))
+    (torch.float32,), rtol=1e-4, atol=1e-3, examples=(25, 100), isolate=True, layout="contiguous",
+    families={"empty": lambda: [case(f"{described('a', a)}, {described('b', b)}", values(a), values(b))
+                                for a, b in ((randn(5, 0), randn(0, 7)), (randn(0, 9), randn(9, 4)))],
+              "programs": lambda: [case(f"{described('a', a)}, {described('b', b)} (3 block tiles each way)",
+                                        values(a), values(b)) for a, b in [(randn(131, 9, seed=1), randn(9, 130))]]})
 
 
 def build_rung4(cuda: str, twin: str):

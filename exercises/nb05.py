@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from course_utils.device import pick_size
 from course_utils.grading import Exercise, Inputs
-from exercises import kind_sizes, pairwise, sizes, tensor_arg
+from exercises import case, described, kind_sizes, pairwise, randn, sizes, tensor_arg, values
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -27,7 +27,15 @@ def _axpy(alpha: float, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 AXPY = Exercise(
     "05.1 axpy", "axpy(alpha, x, y) = alpha * x + y for 1-D x, y of one dtype (fp32/fp16/bf16), as a Triton kernel",
-    _axpy, _axpy_inputs(), DTYPES)
+    _axpy, _axpy_inputs(), DTYPES, block={"block_size": 16},
+    families={"programs": lambda: [case(f"alpha=2.5, {described('x', x)}, {described('y', y)} (block_size=16)",
+                                        2.5, values(x), values(y)) for x, y in [(randn(41), randn(41, seed=1))]],
+              "empty": lambda: [case("alpha=2.5, x: float32 (0,), y: float32 (0,)", 2.5, values(randn(0)),
+                                     values(randn(0)))],
+              # 2.5 * 30000 overflows fp16 (65504): the product must be taken in fp32, as the task's math is
+              "limits": lambda: [case("alpha=2.5, x: float16 (5,) = 30000, y: float16 (5,) = -20000", 2.5,
+                                      values(torch.full((5,), 30000.0, dtype=torch.float16)),
+                                      values(torch.full((5,), -20000.0, dtype=torch.float16)))]})
 
 
 # A kernel that takes the sizes and strides as arguments compiles anew for each dtype, and for each size or
@@ -54,7 +62,12 @@ def _add_bias(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
 
 ADD_BIAS = Exercise(
     "05.2 add_bias", "add_bias(x, bias) = x + bias[None, :] for a 2-D x and a 1-D bias of any strides, no copies",
-    _add_bias, _bias_inputs(), DTYPES, examples=(30, 100))  # 100 on a GPU: 200 took 11 s to run on an H100
+    _add_bias, _bias_inputs(), DTYPES, examples=(30, 100), block={"block_size": 16},
+    families={"programs": lambda: [case(f"{described('x', x, 'sliced')}, {described('bias', b)} (block_size=16)",
+                                        values(x, "sliced"), values(b))
+                                   for x, b in [(randn(5, 23), randn(23, seed=1))]],
+              "empty": lambda: [case("x: float32 (0, 7), bias: float32 (7,)", values(randn(0, 7)),
+                                     values(randn(7)))]})  # 100 on a GPU: 200 took 11 s to run on an H100
 
 
 @st.composite
@@ -70,4 +83,10 @@ def _vector_sum(x: torch.Tensor) -> torch.Tensor:
 
 VECTOR_SUM = Exercise(
     "05.3 vector_sum", "vector_sum(x): the sum of a 1-D x as a 0-d float32 tensor, one tl.atomic_add per program",
-    _vector_sum, _sum_inputs(), DTYPES, rtol=1e-4, atol=1e-3)
+    _vector_sum, _sum_inputs(), DTYPES, rtol=1e-4, atol=1e-3, block={"block_size": 16},
+    families={"programs": lambda: [case(f"{described('x', x)} (block_size=16: 7 programs)", values(x))
+                                   for x in [randn(100, seed=4)]],
+              "empty": lambda: [case("x: float32 (0,)", values(randn(0)))],
+              # pairs of +-60000: each pair sums to 0, but two +60000 in a row overflow fp16: sum in fp32
+              "limits": lambda: [case("x: float16 (64,) = 60000, 60000, -60000, -60000, ... (sums overflow fp16)",
+                                      values(torch.tensor([6e4, 6e4, -6e4, -6e4] * 16, dtype=torch.float16)))]})

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from hypothesis import strategies as st
 
 from course_utils.device import pick_size
 from course_utils.grading import Exercise, Inputs
-from exercises import KINDS, kind_sizes, pairwise, sizes, tensor_arg
+from exercises import KINDS, case, described, kind_sizes, pairwise, randn, sizes, tensor_arg, values
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 LAYOUTS = ("contiguous", "sliced", "strided")
@@ -48,13 +50,25 @@ def _log_softmax_inputs(draw) -> Inputs:
     return Inputs(lambda: (x(),), about)
 
 
+def _masked_rows(rows: int, cols: int) -> torch.Tensor:
+    """Logits with -inf (masked positions): row 0 all but its last element, row 1 its first half."""
+    x = randn(rows, cols, seed=5)
+    x[0, :-1] = -math.inf
+    x[1, : cols // 2] = -math.inf
+    return x
+
+
 def _log_softmax(x: torch.Tensor) -> torch.Tensor:
     return torch.log_softmax(x.float(), dim=-1).to(x.dtype)
 
 
 LOG_SOFTMAX = Exercise(
     "06.1 log_softmax", "log_softmax(x) over the last dim of a 2-D x, one program per row, the row in one block",
-    _log_softmax, _log_softmax_inputs(), DTYPES)
+    _log_softmax, _log_softmax_inputs(), DTYPES,
+    families={"nonfinite": lambda: [case(described("x", x) + ": -inf in rows 0 (all but one) and 1 (half)",
+                                         values(x)) for x in [_masked_rows(5, 37)]],
+              "limits": lambda: [case("x: float16 (3, 37), values near +-60000", values(
+                  (randn(3, 37, seed=2) * 2e4).clamp(-6e4, 6e4).to(torch.float16)))]})
 
 
 # (dtype, layout, block, kind of row length): 9 configurations, 10 compilations (as for log_softmax)
@@ -74,4 +88,12 @@ def _softmax(x: torch.Tensor, block: int) -> torch.Tensor:
 
 SOFTMAX_LOOPED = Exercise(
     "06.2 softmax_looped", "softmax_looped(x, block): softmax of rows of any length, walked in chunks of block "
-    "(online max and sum, then a second pass)", _softmax, _looped_inputs(), DTYPES, examples=(20, 100))
+    "(online max and sum, then a second pass)", _softmax, _looped_inputs(), DTYPES, examples=(20, 100),
+    families={"programs": lambda: [case(f"{described('x', x)}, block=16 (4 chunks a row)", values(x), 16)
+                                   for x in [randn(3, 61, seed=6)]],
+              # the first chunk of row 0 is all -inf: an online update exp(m_old - m_new) is exp(-inf + inf)
+              "nonfinite": lambda: [case(described("x", x) + ": -inf in row 0 (all but its last element) and "
+                                         "row 1 (its first half), block=16", values(x), 16)
+                                    for x in [_masked_rows(3, 40)]],
+              "limits": lambda: [case("x: float16 (2, 50), values near +-60000, block=16", values(
+                  (randn(2, 50, seed=2) * 2e4).clamp(-6e4, 6e4).to(torch.float16)), 16)]})

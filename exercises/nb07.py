@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from course_utils.device import DEVICE, HAS_CUDA, pick_size
 from course_utils.grading import Exercise, Inputs
-from exercises import pairwise, sizes, tensor_arg
+from exercises import case, described, pairwise, randn, sizes, tensor_arg, values
 
 # The CPU interpreter's tl.dot multiplies bfloat16 tiles wrongly (triton-lang/triton#11584): bf16 on a GPU only.
 DTYPES = (torch.float16, torch.bfloat16) if HAS_CUDA else (torch.float16,)
@@ -33,9 +33,22 @@ def _tile_order(tiles_m: int, tiles_n: int, group_m: int) -> np.ndarray:
     return order.cpu().numpy().astype(np.int64)
 
 
+def _as_int_array(args: tuple, returned):
+    """The task takes any array of integers: a NumPy array of any integer dtype, a tensor, nested lists."""
+    try:
+        array = np.asarray(returned.cpu() if isinstance(returned, torch.Tensor) else returned)
+    except (TypeError, ValueError):
+        return returned
+    return array.astype(np.int64) if array.dtype.kind in "iu" else returned
+
+
 GROUPED_ORDER = Exercise(
     "07.1 grouped_order", "grouped_order(tiles_m, tiles_n, group_m): order[i, j] = the program that computes tile "
-    "(i, j), in plain Python/NumPy", _tile_order, _order_inputs(), examples=(25, 100))
+    "(i, j), in plain Python/NumPy (an array of integers of any dtype, or nested lists)", _tile_order,
+    _order_inputs(), examples=(25, 100), output=_as_int_array,
+    families={"edges": lambda: [case("tiles_m=1, tiles_n=1, group_m=8", 1, 1, 8),
+                                case("tiles_m=3, tiles_n=5, group_m=16 (group_m > tiles_m)", 3, 5, 16),
+                                case("tiles_m=7, tiles_n=2, group_m=3 (a last group of 1 row)", 7, 2, 3)]})
 
 
 # On a GPU each new specialization of a kernel is a compilation, 0.5-1 s for these matmuls: Triton compiles
@@ -77,6 +90,18 @@ def _split_k_inputs(draw) -> Inputs:
     return Inputs(lambda: (a(), b(), splits), f"{about}, splits={splits}")
 
 
+def _pair(m: int, n: int, k: int, dtype: torch.dtype = torch.float16) -> tuple[torch.Tensor, torch.Tensor]:
+    return randn(m, k, dtype=dtype, seed=m), randn(k, n, dtype=dtype, seed=n)
+
+
+def _cancelling(m: int, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """a = 64 everywhere, b = +64 in the first half of K, -64 in the second: each half sums to +-131072 (past
+    fp16's 65504), the whole to 0: exact in fp32, inf in an fp16 partial or accumulator."""
+    a = torch.full((m, k), 64.0, dtype=torch.float16)
+    b = torch.cat([torch.full((k // 2, n), 64.0), torch.full((k - k // 2, n), -64.0)]).to(torch.float16)
+    return a, b
+
+
 def _matmul(a: torch.Tensor, b: torch.Tensor, splits: int) -> torch.Tensor:
     return (a.float() @ b.float()).to(a.dtype)
 
@@ -84,7 +109,12 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, splits: int) -> torch.Tensor:
 SPLIT_K = Exercise(
     "07.2 matmul_split_k", "matmul_split_k(a, b, splits): a @ b with K cut into `splits` chunks, one program per "
     "(tile, chunk) writing an fp32 partial, then a sum", _matmul, _split_k_inputs(), DTYPES,
-    rtol=max(TOLERANCES[d] for d in DTYPES), atol=max(TOLERANCES[d] for d in DTYPES), examples=(30, 100))
+    rtol=max(TOLERANCES[d] for d in DTYPES), atol=max(TOLERANCES[d] for d in DTYPES), examples=(30, 100),
+    families={"programs": lambda: [case(f"{described('a', a)}, {described('b', b)}, splits=3 (3 tiles each way)",
+                                        values(a), values(b), 3) for a, b in [_pair(97, 99, 67)]],
+              "limits": lambda: [case(f"{described('a', a)}, {described('b', b)}, splits=2: partial sums of "
+                                      "+-131072 (past fp16's 65504) that cancel", values(a), values(b), 2)
+                                 for a, b in [_cancelling(5, 3, 64)]]})
 
 # layouts of (a, b, bias), as for split-K, the bias contiguous or every 2nd element
 LINEAR_CONFIGS = pairwise(ACTIVATIONS, (("contiguous", "contiguous", "contiguous"),
@@ -110,4 +140,12 @@ def _linear(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, activation: st
 LINEAR = Exercise(
     "07.3 linear", "linear(a, b, bias, activation): activation(a @ b + bias) with the bias and activation "
     "applied to the fp32 tile in the kernel (any M, N, K, strided a and b)", _linear, _linear_inputs(), DTYPES,
-    rtol=max(TOLERANCES[d] for d in DTYPES), atol=max(TOLERANCES[d] for d in DTYPES), examples=(30, 40))
+    rtol=max(TOLERANCES[d] for d in DTYPES), atol=max(TOLERANCES[d] for d in DTYPES), examples=(30, 40),
+    families={"programs": lambda: [case(f"{described('a', a)}, {described('b', b)}, bias: float16 (99,), "
+                                        "activation='leaky_relu' (3 tiles each way)", values(a), values(b),
+                                        values(randn(99, dtype=torch.float16)), "leaky_relu")
+                                   for a, b in [_pair(97, 99, 33)]],
+              "limits": lambda: [case(f"{described('a', a)}, {described('b', b)}, bias: float16 (3,), "
+                                      "activation='': sums of +-131072 (past fp16's 65504) that cancel", values(a),
+                                      values(b), values(randn(3, dtype=torch.float16)), "")
+                                 for a, b in [_cancelling(5, 3, 64)]]})

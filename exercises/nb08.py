@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from course_utils.device import pick_size
 from course_utils.grading import Exercise, Inputs
-from exercises import kind_sizes, pairwise, sizes, tensor_arg
+from exercises import case, described, kind_sizes, pairwise, randn, sizes, tensor_arg, values
 
 DTYPES = (torch.float32, torch.float16)
 VIEWS = ("contiguous", "strided", "transposed", "sliced")
@@ -22,7 +22,9 @@ def _flip_inputs(draw) -> Inputs:
 
 FLIP = Exercise(
     "08.1 flip", "flip(x) = x reversed (out[i] = x[n - 1 - i]) for a contiguous 1-D x: fix flip_kernel_buggy",
-    lambda x: torch.flip(x, [0]), _flip_inputs(), DTYPES)
+    lambda x: torch.flip(x, [0]), _flip_inputs(), DTYPES, block={"block": 16},
+    families={"programs": lambda: [case(f"{described('x', x)} (block=16)", values(x)) for x in [randn(45)]],
+              "empty": lambda: [case("x: float32 (0,)", values(randn(0)))]})
 
 
 # A kernel that takes sizes and strides as arguments compiles anew for each dtype, and for each size or
@@ -53,7 +55,10 @@ def _double_into(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
 
 DOUBLE_INTO = Exercise(
     "08.2 double_2d_into", "double_2d_into(x, out): write 2 * x into out, whatever the strides of x and of out",
-    _double_into, _into_inputs(), DTYPES, output=lambda args, returned: args[1])  # what is in out afterwards
+    _double_into, _into_inputs(), DTYPES, output=lambda args, returned: args[1],  # what is in out afterwards
+    writes=(1,), block={"block": (4, 8)},
+    families={"programs": lambda: [case(f"{described('x', x)}, {described('out', o, 'sliced')} (block=(4, 8))",
+                                        values(x), values(o, "sliced")) for x, o in [(randn(11, 19), randn(11, 19))]]})
 
 
 @st.composite
@@ -66,4 +71,6 @@ def _transpose_inputs(draw) -> Inputs:
 
 TRANSPOSE = Exercise(
     "08.3 transpose", "transpose(x): a new contiguous x.t() for a 2-D x of any strides: fix transpose_kernel_buggy",
-    lambda x: x.t().contiguous(), _transpose_inputs(), DTYPES)
+    lambda x: x.t().contiguous(), _transpose_inputs(), DTYPES, layout="contiguous", block={"block": 8},
+    families={"programs": lambda: [case(f"{described('x', x)} (block=8)", values(x)) for x in [randn(19, 21)]],
+              "empty": lambda: [case("x: float32 (0, 5)", values(randn(0, 5)))]})

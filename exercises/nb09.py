@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from course_utils import kernel_inspect as ki
 from course_utils.device import CACHE_DIR
 from course_utils.grading import Exercise, Inputs
+from exercises import case
 
 _BITS = {"8": 8, "16": 16, "32": 32, "64": 64}
 
@@ -85,14 +86,20 @@ def _loads(ptx: str) -> list[int]:
     return sizes
 
 
+_ptx_edges = [case(f"the lines {lines!r}", "\n".join(lines)) for lines in (
+    ["\t@%p1 ld.global.v4.b64 { %rd1, %rd2, %rd3, %rd4 }, [ %rd9 + 0 ];", "\tld.global.nc.u8 %rs1, [ %rd2 + 0 ];"],
+    ["\tld.global.L1::evict_last.v2.f16 { %h1, %h2 }, [ %rd4 + 0 ];  // ld.global.v4.b64"])]
+
+
 WIDEST_LOAD = Exercise(
     "09.1 widest_load_bits", "widest_load_bits(ptx): the bits moved by the widest ld.global instruction "
     "(ld.global.v4.b32: 128), 0 if there is none", lambda ptx: max(_loads(ptx), default=0), _ptx_inputs(),
-    examples=(40, 100))
+    examples=(40, 100), families={"empty": lambda: [case("an empty text", "")], "edges": lambda: _ptx_edges})
 
 LOAD_BYTES = Exercise(
     "09.3 load_bytes_per_thread", "load_bytes_per_thread(ptx): the bytes one thread loads from global memory if "
-    "each ld.global instruction runs once", lambda ptx: sum(_loads(ptx)) // 8, _ptx_inputs(), examples=(40, 100))
+    "each ld.global instruction runs once", lambda ptx: sum(_loads(ptx)) // 8, _ptx_inputs(), examples=(40, 100),
+    families={"empty": lambda: [case("an empty text", "")], "edges": lambda: _ptx_edges})
 
 
 # ---- SASS ---------------------------------------------------------------------------------------------------
@@ -127,4 +134,8 @@ def _count_opcode(sass: str, opcode: str) -> int:
 
 COUNT_OPCODE = Exercise(
     "09.2 count_opcode", "count_opcode(sass, opcode): how many SASS instructions have this opcode (the word "
-    "before the first dot, after any @P predicate)", _count_opcode, _sass_inputs(), examples=(40, 100))
+    "before the first dot, after any @P predicate)", _count_opcode, _sass_inputs(), examples=(40, 100),
+    families={"empty": lambda: [case("an empty text, opcode='LDG'", "", "LDG")],
+              "edges": lambda: [case(f"the lines {lines!r}, opcode='LDG'", "\n".join(lines), "LDG") for lines in (
+                  ["/*0010*/ @!UP0 LDGSTS.E R4, [R2.64] ;", "/*0020*/ LDG.E.128 R4, [R2.64] ;",
+                   "/*0030*/ @UP0 LDG.E R2, [R4.64] ;"],)]})

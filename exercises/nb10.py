@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from course_utils.device import DEVICE, pick_size
 from course_utils.grading import Exercise, Inputs, guard
-from exercises import kind_sizes, pairwise, sizes
+from exercises import case, kind_sizes, pairwise, sizes
 
 MEAN = (0.485, 0.456, 0.406)  # ImageNet's, as lessons.nb10_input_pipeline
 STD = (0.229, 0.224, 0.225)
@@ -45,12 +45,18 @@ def _busy_share(intervals: list, window: tuple) -> float:
 BUSY_SHARE = Exercise(
     "10.1 busy_share", "busy_share(intervals, window): the percentage of the window (start, end) in which at least "
     "one kernel ran, the kernels given as (start, end) intervals on any stream, in any order",
-    _busy_share, _interval_inputs(), rtol=1e-9, atol=1e-9, examples=(150, 300))
+    _busy_share, _interval_inputs(), rtol=1e-9, atol=1e-9, examples=(150, 300),
+    families={"empty": lambda: [case("window (0, 10), kernels []", [], (0.0, 10.0))],
+              "edges": lambda: [case("window (0, 10), kernels [(0, 10), (0, 10)]", [(0.0, 10.0), (0.0, 10.0)],
+                                     (0.0, 10.0)),
+                                case("window (2, 4), kernels [(0, 1), (5, 9), (4, 6)]", [(0.0, 1.0), (5.0, 9.0),
+                                                                                         (4.0, 6.0)], (2.0, 4.0))]})
 
 
 # ---- uint8 batches: contiguous, channels_last, or a crop of larger images --------------------------------
 PIXEL_LAYOUTS = ("contiguous", "channels_last", "crop")
-_PIXEL_WORDS = {"channels_last": "channels_last (NHWC in memory)", "crop": "a crop of larger images"}
+_PIXEL_WORDS = {"channels_last": "channels_last (NHWC in memory)", "crop": "a crop of larger images",
+                "gaps": "channels 1-3 of 5-channel images: a gap between images"}
 
 
 def guarded_pixels(n: int, h: int, w: int, layout: str, seed: int = 0) -> torch.Tensor:
@@ -63,6 +69,9 @@ def guarded_pixels(n: int, h: int, w: int, layout: str, seed: int = 0) -> torch.
     elif layout == "crop":  # 16 more rows, 32 more columns: odd strides for odd H and W, else multiples of 16
         base = guard(pixels(n, 3, h + 16, w + 32), 0)
         view = base[:, :, 1:h + 1, 2:w + 2]  # starts w + 34 bytes in: never 16-byte aligned
+    elif layout == "gaps":  # stride(0) = 5 H W, not 3 H W: a batch stride that is not 3 stride(1)
+        base = guard(pixels(n, 5, h, w), 0)
+        view = base[:, 1:4]
     else:
         base = guard(pixels(n, 3, h, w), 0)
         view = base
@@ -94,6 +103,16 @@ def _normalize(x: torch.Tensor) -> torch.Tensor:
     return (x.float() / 255 - mean) / std  # ToDtype(float32, scale=True), then Normalize(MEAN, STD)
 
 
+def _pixel_case(n: int, h: int, w: int, layout: str, flips: list | None = None):
+    make = lambda: guarded_pixels(n, h, w, layout)  # noqa: E731
+    view = "" if layout == "contiguous" else f" {_PIXEL_WORDS[layout]}, strides {make().stride()}"
+    about = f"x: uint8 ({n}, 3, {h}, {w}){view}" + (" (block=64)" if layout != "gaps" else "")
+    if flips is None:
+        return case(about, make)
+    return case(f"{about}, flips {['yes' if f else 'no' for f in flips]}", make,
+                lambda: torch.tensor(flips, dtype=torch.bool, device=DEVICE))
+
+
 # ---- Exercise 2: normalize a uint8 batch ---------------------------------------------------------------
 @st.composite
 def _normalize_inputs(draw) -> Inputs:
@@ -104,7 +123,9 @@ def _normalize_inputs(draw) -> Inputs:
 NORMALIZE = Exercise(
     "10.2 normalize_uint8", "normalize_uint8(x): (x / 255 - MEAN[c]) / STD[c] for a uint8 batch N x 3 x H x W of "
     "any strides, as a float32 N x 3 x H x W tensor, in one Triton kernel",
-    _normalize, _normalize_inputs(), (torch.uint8,), examples=(30, 150))
+    _normalize, _normalize_inputs(), (torch.uint8,), examples=(30, 150), block={"block": 64},
+    families={"gaps": lambda: [_pixel_case(3, 5, 7, "gaps")], "programs": lambda: [_pixel_case(2, 6, 9, "crop")],
+              "empty": lambda: [_pixel_case(0, 4, 4, "contiguous")]})
 
 
 # ---- Exercise 3: flip some images, normalize, write channels_last ----------------------------------------
@@ -133,4 +154,6 @@ def _with_layout(args: tuple, out) -> tuple:
 FLIP_NORMALIZE = Exercise(
     "10.3 flip_normalize", "flip_normalize(x, flips): image i mirrored left-right where flips[i], normalized as in "
     "exercise 2, returned as a float32 N x 3 x H x W tensor in channels_last memory format, in one Triton kernel",
-    _flip_normalize, _flip_inputs(), (torch.uint8,), examples=(30, 150), output=_with_layout)
+    _flip_normalize, _flip_inputs(), (torch.uint8,), examples=(30, 150), layout="channels_last", block={"block": 64},
+    families={"gaps": lambda: [_pixel_case(3, 5, 7, "gaps", [True, False, True])],
+              "programs": lambda: [_pixel_case(2, 6, 9, "crop", [False, True])]})

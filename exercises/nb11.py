@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from course_utils.device import pick_size
 from course_utils.grading import Exercise, Inputs
-from exercises import sizes, tensor_arg
+from exercises import case, described, kinks, randn, sizes, tensor_arg, values
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _NAMES = ("tokenize", "validate", "aten::item", "aten::_local_scalar_dense", "aten::min", "Optimizer.step")
@@ -59,10 +59,21 @@ def _item_calls_in_range(events: list, range_name: str) -> int:
     return sum(1 for e in events if e.name == "aten::item" and inside(e))
 
 
+def _chain() -> tuple:
+    """An .item() four levels below the range, an .item() inside it, and one outside any range."""
+    events = [ProfilerEvent("tokenize")]
+    for name in ("validate", "validate", "validate", "aten::item", "aten::item"):
+        events.append(ProfilerEvent(name, events[-1]))
+    return events + [ProfilerEvent("aten::item")], "tokenize"
+
+
 ITEM_CALLS = Exercise(
     "11.1 item_calls_in_range", "item_calls_in_range(events, range_name): how many 'aten::item' events have a "
     "range of that name among their ancestors (cpu_parent, its cpu_parent, ...)",
-    _item_calls_in_range, _event_trees(), examples=(150, 300))
+    _item_calls_in_range, _event_trees(), examples=(150, 300),
+    families={"empty": lambda: [case("0 events, range 'tokenize': []", [], "tokenize")],
+              "edges": lambda: [Inputs(_chain, "7 events, range 'tokenize': [tokenize > validate > validate > "
+                                               "validate > aten::item > aten::item; aten::item]")]})
 
 
 @st.composite
@@ -80,4 +91,11 @@ def _relu_backward(grad: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 RELU_BACKWARD = Exercise(
     "11.2 relu_backward", "relu_backward(grad, y) = grad where y > 0, else 0 (ReLU's gradient from its output y), "
     "as a Triton kernel, for 1-D tensors of one dtype (fp32/fp16/bf16)",
-    _relu_backward, _relu_backward_inputs(), DTYPES)
+    _relu_backward, _relu_backward_inputs(), DTYPES, block={"block": 16},
+    families={"kinks": lambda: [case(f"{described('grad', g)}, {described('y', y)}: half of y exactly 0 (as a "
+                                     "ReLU's output)", values(g), values(y))
+                                for g, y in [(randn(37, dtype=d, seed=1), kinks(randn(37, dtype=d).relu()))
+                                             for d in (torch.float32, torch.bfloat16)]],
+              "programs": lambda: [case("grad: float32 (50,), y: float32 (50,) (block=16)", values(randn(50, seed=1)),
+                                        values(randn(50)))],
+              "empty": lambda: [case("grad: float32 (0,), y: float32 (0,)", values(randn(0)), values(randn(0)))]})

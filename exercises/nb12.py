@@ -3,13 +3,15 @@ activations of the notebook, and the adapter's gradient for B as a Triton matmul
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from course_utils.device import HAS_CUDA, pick_size
 from course_utils.grading import Exercise, Inputs
-from exercises import KINDS, kind_sizes, pairwise, sizes, tensor_arg
+from exercises import KINDS, case, described, kind_sizes, kinks, pairwise, randn, sizes, tensor_arg, values
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 ACTIVATIONS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "gelu": F.gelu, "silu": F.silu}
@@ -38,7 +40,15 @@ def _add_mul_tanh(base: torch.Tensor, lora: torch.Tensor, scale: float) -> torch
 ADD_MUL_TANH = Exercise(
     "12.1 add_mul_tanh", "add_mul_tanh(base, lora, scale) = tanh(base + scale * lora) in one Triton kernel, fp32 math "
     "rounded once, for 2-D tensors of one dtype (fp32/fp16/bf16), views included",
-    _add_mul_tanh, _tanh_inputs(), DTYPES)
+    _add_mul_tanh, _tanh_inputs(), DTYPES,
+    families={"programs": lambda: [case("base: float32 (2, 4500), lora: float32 (2, 4500), scale=0.5 (9000 "
+                                        "elements: 3 blocks of 4096 bytes)", values(randn(2, 4500)),
+                                        values(randn(2, 4500, seed=1)), 0.5)],
+              # tanh(+-inf) = +-1: (exp(2 y) - 1) / (exp(2 y) + 1) is inf / inf there
+              "nonfinite": lambda: [case("base: float32 (2, 5) with inf, -inf and NaN, lora: float32 (2, 5), "
+                                         "scale=2.0", values(torch.tensor([[math.inf, -math.inf, 1.0, math.nan, 0.0],
+                                                                           [3e38, -3e38, 0.5, 2.0, -1.0]])),
+                                         values(randn(2, 5, seed=1)), 2.0)]})
 
 
 # ---- Exercise 2: the backward pass of act(base + scale * lora) -------------------------------------------
@@ -73,7 +83,16 @@ ADD_MUL_ACT_BACKWARD = Exercise(
     "12.2 add_mul_act_backward", "add_mul_act_backward(grad, base, lora, scale, activation) = (d_base, d_lora), the "
     "gradients of act(base + scale * lora) given the gradient of its output, in one Triton kernel; activation "
     "'relu', 'sigmoid', 'gelu' (erf) or 'silu'",
-    _add_mul_act_backward, _backward_inputs(), DTYPES)
+    _add_mul_act_backward, _backward_inputs(), DTYPES, returns=("d_base", "d_lora"),
+    # kinks: (activation, dtype, kind of length) of BACKWARD_CONFIGS, so that a GPU grading compiles nothing new
+    families={"kinks": lambda: [case(f"grad: {str(d).replace('torch.', '')} ({n},), base and lora of {d}: y = base "
+                                     f"+ scale * lora exactly 0 at half of them, scale=0.5, activation={a!r}",
+                                     values(randn(n, dtype=d, seed=3)), values(kinks(randn(n, dtype=d))),
+                                     values(kinks(randn(n, dtype=d, seed=2))), 0.5, a)
+                                for a, d, n in (("relu", torch.float32, 41), ("relu", torch.float16, 48))],
+              "programs": lambda: [case("grad, base, lora: float32 (9000,), scale=0.5, activation='silu' (3 blocks "
+                                        "of 4096 bytes)", values(randn(9000, seed=3)), values(randn(9000)),
+                                        values(randn(9000, seed=2)), 0.5, "silu")]})
 
 
 # ---- Exercise 3: the gradient of B, scale * g^T (x A^T) ---------------------------------------------------
@@ -105,5 +124,14 @@ def _lora_grad_b(g: torch.Tensor, xa: torch.Tensor, scale: float) -> torch.Tenso
 LORA_GRAD_B = Exercise(
     "12.3 lora_grad_b", "lora_grad_b(g, xa, scale) = scale * g^T xa (d_out x r), the gradient of LoRA's B from the "
     "output gradient g (tokens x d_out) and x A^T (tokens x r), as a Triton kernel with fp32 accumulation",
-    _lora_grad_b, _grad_b_inputs(), MATMUL_DTYPES,
+    _lora_grad_b, _grad_b_inputs(), MATMUL_DTYPES, families={
+        "programs": lambda: [case(f"{described('g', g)}, {described('xa', xa)}, scale=0.5 (d_out: 3 blocks of 32, "
+                                  "tokens: 3 of 32)", values(g), values(xa), 0.5)
+                             for g, xa in [(randn(97, 99, dtype=torch.float16), randn(97, 13, dtype=torch.float16))]],
+        # g = 64, xa = +64 for the first half of the tokens, -64 for the second: halves of +-131072, past fp16's
+        # 65504, that cancel: exact in an fp32 accumulator, inf in an fp16 one
+        "limits": lambda: [case("g: float16 (64, 5) = 64, xa: float16 (64, 3) = +64 then -64, scale=0.5 (partial "
+                                "sums past fp16's 65504)", values(torch.full((64, 5), 64.0, dtype=torch.float16)),
+                                values(torch.cat([torch.full((32, 3), 64.0), torch.full((32, 3), -64.0)]).half()),
+                                0.5)]},
     rtol=max(MATMUL_TOLERANCES[d] for d in MATMUL_DTYPES), atol=max(MATMUL_TOLERANCES[d] for d in MATMUL_DTYPES))

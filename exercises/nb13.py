@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from course_utils.device import pick_size
 from course_utils.grading import Exercise, Inputs
-from exercises import KINDS, describe, guarded_values, kind_sizes, pairwise, sizes
+from exercises import KINDS, case, describe, guarded_values, kind_sizes, pairwise, sizes, values
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 EPS = 1e-7  # added to the denominators, as torchvision's box losses do
@@ -68,6 +68,12 @@ def _iou_inputs(draw) -> Inputs:
     return Inputs(make, ", ".join(about))
 
 
+_KINK_P = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.5, 0.5, 0.5, 2.0], [0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0],
+                        [0.0, 0.0, 2.0, 2.0]])
+_KINK_T = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.5, 0.5, 1.5, 2.0], [1.0, 0.0, 2.0, 1.0], [1.0, 1.0, 1.0, 1.0],
+                        [0.0, 0.0, 2.0, 1.0]])
+
+
 def _box_iou(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     inter, union, _, _ = _iou_parts(pred.float(), target.float())
     return inter / (union + EPS)
@@ -76,7 +82,15 @@ def _box_iou(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 BOX_IOU = Exercise(
     "13.1 box_iou", "box_iou(pred, target): the IoU of each pair of boxes (n x 4, x1 y1 x2 y2, any strides, "
     "fp32/fp16/bf16) as float32 (n,), intersection / (union + 1e-7), in one Triton kernel",
-    _box_iou, _iou_inputs(), DTYPES, examples=(30, 150))
+    _box_iou, _iou_inputs(), DTYPES, examples=(30, 150), block={"block": 64},
+    families={"programs": lambda: [case("pred: float32 (200, 4), target: float32 (200, 4) (block=64)",
+                                        *(values(v.float()) for v in random_box_pairs((200,), seed=7)))],
+              # the layouts, dtype and kind of length of one of IOU_CONFIGS: a GPU grading compiles nothing new
+              "kinks": lambda: [case("pred: float32 (5, 4), target: float32 (5, 4) (every 2nd element): identical "
+                                     "boxes, zero-width boxes, touching boxes", values(_KINK_P),
+                                     values(_KINK_T, "strided"))],
+              "empty": lambda: [case("pred: float32 (0, 4), target: float32 (0, 4)", values(torch.zeros(0, 4)),
+                                     values(torch.zeros(0, 4)))]})
 
 
 # ---- padded batches: (pred, target, mask) with anything in the padding ---------------------------------
@@ -110,6 +124,16 @@ def _padded_batch(draw):
     return make, f"{', '.join(about)}, valid boxes per image {counts.tolist()}, padding {pad}"
 
 
+def _batch_case(batch: int, boxes: int, valid: int, layout: str, more: str = "", pad: float = math.nan):
+    """A padded batch whose images hold ``valid`` boxes each (the rest ``pad``); ``layout`` of pred and target."""
+    pred, target = random_box_pairs((batch, boxes), seed=batch + boxes)
+    mask = torch.arange(boxes)[None, :].expand(batch, -1) < valid
+    pred, target = (torch.where(mask[..., None], v, pad).float() for v in (pred, target))
+    view = " (items with gaps between images)" if layout == "gaps" else ""
+    return case(f"pred: float32 ({batch}, {boxes}, 4){view}, target: float32 ({batch}, {boxes}, 4){view}, mask: "
+                f"{valid} valid boxes per image{more}", values(pred, layout), values(target, layout), values(mask))
+
+
 def _masked_mean(per_box: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(mask, per_box, 0.0).sum() / mask.sum().clamp_min(1)
 
@@ -139,7 +163,11 @@ DIOU_LOSS = Exercise(
     "13.2 diou_loss", "diou_loss(pred, target, mask): the mean over the valid boxes of 1 - IoU + d^2 / (c^2 + 1e-7) "
     "(d: distance of the centres, c: diagonal of the enclosing box) as a 0-d float32 tensor, 0 if no box is valid; "
     "the padding may hold NaN",
-    _diou_loss, _batch_inputs(), DTYPES, rtol=1e-5, atol=1e-6, examples=(30, 150))
+    _diou_loss, _batch_inputs(), DTYPES, rtol=1e-5, atol=1e-6, examples=(30, 150), block={"block": 64},
+    families={"programs": lambda: [_batch_case(3, 70, 60, "contiguous", " (block=64)")],
+              "gaps": lambda: [_batch_case(3, 9, 6, "gaps")],
+              "empty": lambda: [_batch_case(3, 5, 0, "contiguous", ": no valid box")],
+              "nonfinite": lambda: [_batch_case(2, 7, 3, "contiguous", ", padding inf", pad=math.inf)]})
 
 
 # ---- Exercise 3: the gradient of the mean GIoU loss with respect to the target ----------------------------
@@ -159,4 +187,9 @@ def _giou_grad_target(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tens
 GIOU_GRAD_TARGET = Exercise(
     "13.3 giou_grad_target", "giou_grad_target(pred, target, mask): d (mean GIoU loss of notebook 13) / d target, "
     "shape and dtype of target, zero in the padding; a tie in a min or max splits the gradient in half, as "
-    "autograd does", _giou_grad_target, _batch_inputs(), DTYPES, examples=(30, 150))
+    "autograd does", _giou_grad_target, _batch_inputs(), DTYPES, examples=(30, 150), block={"block": 64},
+    families={"programs": lambda: [_batch_case(3, 70, 60, "contiguous", " (block=64)")],
+              "gaps": lambda: [_batch_case(3, 9, 6, "gaps")],
+              "kinks": lambda: [case("pred: float32 (1, 5, 4), target: float32 (1, 5, 4): identical boxes and shared "
+                                     "edges (ties in every min and max), mask: 5 valid", values(_KINK_P[None]),
+                                     values(_KINK_T[None]), values(torch.ones(1, 5, dtype=torch.bool)))]})

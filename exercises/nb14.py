@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from course_utils.device import pick_size
 from course_utils.grading import Exercise, Inputs
-from exercises import describe, guarded_values, kind_sizes, pairwise, sizes
+from exercises import case, described, describe, guarded_values, kind_sizes, pairwise, randn, sizes, values
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 FP8 = torch.float8_e4m3fn
@@ -47,7 +47,10 @@ def _split_k_plan(m: int, n: int, k: int, block_n: int, block_k: int, split_k: i
 SPLIT_K_PLAN = Exercise(
     "14.1 split_k_plan", "split_k_plan(M, N, K, BLOCK_N, BLOCK_K, SPLIT_K): the dict {'grid', 'k_steps', "
     "'idle_programs', 'workspace_bytes'} of skinny_matmul_kernel's launch, in plain Python",
-    _split_k_plan, _plan_inputs(), examples=(200, 400))
+    _split_k_plan, _plan_inputs(), examples=(200, 400),
+    families={"edges": lambda: [case("M=1, N=1, K=1, BLOCK_N=32, BLOCK_K=256, SPLIT_K=8", 1, 1, 1, 32, 256, 8),
+                                case("M=600, N=20000, K=20000, BLOCK_N=128, BLOCK_K=32, SPLIT_K=7",
+                                     600, 20000, 20000, 128, 32, 7)]})
 
 
 # ---- Exercise 2: per-row fp8 scales ------------------------------------------------------------------------
@@ -90,7 +93,15 @@ def _fp8_row_scales(x: torch.Tensor) -> torch.Tensor:
 FP8_ROW_SCALES = Exercise(
     "14.2 fp8_row_scales", "fp8_row_scales(x): for each row of a 2-D x (fp32/fp16/bf16, any strides), "
     "max(max |x[row]| / 448, 1e-12) as a float32 (rows,) tensor, one Triton program per row",
-    _fp8_row_scales, _scale_inputs(), DTYPES, rtol=1e-6, atol=0.0, examples=(30, 150))
+    _fp8_row_scales, _scale_inputs(), DTYPES, rtol=1e-6, atol=0.0, examples=(30, 150), block={"block": 16},
+    families={"programs": lambda: [case(f"{described('x', x, 'sliced')} (block=16: 4 chunks a row)",
+                                        values(x, "sliced")) for x in [randn(5, 61, seed=9)]],
+              "kinks": lambda: [case("x: float32 (3, 6): rows whose largest magnitudes tie, +m and -m, and a row "
+                                     "of zeros", values(torch.tensor([[1.0, -3.0, 3.0, 0.5, -0.5, 2.0],
+                                                                      [-7.0, 7.0, -7.0, 0.0, 1.0, 6.5],
+                                                                      [0.0] * 6])))],
+              "limits": lambda: [case("x: float16 (2, 5) with values near +-65504", values(torch.tensor(
+                  [[65504.0, -1.0, 3.0, -65504.0, 2.0], [-60000.0, 1.0, 0.5, 2.0, 7.0]], dtype=torch.float16)))]})
 
 
 # ---- Exercise 3: an fp8 matmul with per-row scales -----------------------------------------------------------
@@ -126,6 +137,12 @@ def _fp8_matmul_inputs(draw) -> Inputs:
                   + f", a_scale: float32 ({m},), w_scale: float32 ({n},)")
 
 
+def _fp8_case(m: int, n: int, k: int, more: str = ""):
+    (a_q, a_scale), (w_q, w_scale) = quantize_rows(randn(m, k, seed=m)), quantize_rows(randn(n, k, seed=n))
+    return case(f"a_q: fp8 e4m3 ({m}, {k}), w_q: fp8 e4m3 ({n}, {k}), a_scale: float32 ({m},), w_scale: float32 "
+                f"({n},){more}", values(a_q), values(w_q), values(a_scale), values(w_scale))
+
+
 def _matmul_fp8_rowwise(a_q, w_q, a_scale, w_scale) -> torch.Tensor:
     a = a_q.float() * a_scale[:, None]  # both operands back in fp32, one fp32 matmul, rounded to bf16 once
     w = w_q.float() * w_scale[:, None]
@@ -137,4 +154,7 @@ MATMUL_FP8_ROWWISE = Exercise(
     "(w_q * w_scale[:, None])^T in bf16: a_q (M x K) and w_q (N x K) in fp8 e4m3, fp32 accumulation in tl.dot "
     "(max_num_imprecise_acc=32: by default an H100 adds the whole K loop at about 14 bits), the per-row scales "
     "applied to the fp32 tile in the epilogue",
-    _matmul_fp8_rowwise, _fp8_matmul_inputs(), (FP8,), rtol=1e-2, atol=1e-2, examples=(30, 150))
+    _matmul_fp8_rowwise, _fp8_matmul_inputs(), (FP8,), rtol=1e-2, atol=1e-2, examples=(30, 150),
+    archs=("sm_90",),  # fp8 e4m3 tensor cores: Hopper (sm_89 and later); an A100 (sm_80) has none
+    families={"programs": lambda: [_fp8_case(67, 69, 40, " (3 tiles of 32 each way)")],
+              "edges": lambda: [_fp8_case(33, 5, 17, ": M, N, K one past a block or below it")]})

@@ -30,19 +30,11 @@ SUPPORTED = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _validate_rows(x: torch.Tensor, max_cols: int | None = MAX_FUSED_COLS) -> torch.Tensor:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-    if x.dtype not in SUPPORTED:
-        raise TypeError(f"x must be one of {SUPPORTED}, got {x.dtype}")
-    if x.dim() != 2:
-        raise ValueError(f"x must be 2-D (rows x columns; softmax over the last dim), got shape {tuple(x.shape)}")
-    if x.device.type != cu.DEVICE.type:
-        raise ValueError(f"x must be on {cu.DEVICE}, got {x.device}")
+    # a tensor, of a supported dtype, 2-D (softmax over the last dim), on the course's device, < 2**31 elements
+    cu.require_tensors(x=x, dtypes=SUPPORTED, ndim=2)
     if max_cols is not None and x.shape[1] > max_cols:
         raise ValueError(f"rows of {x.shape[1]} elements do not fit in one block (at most {max_cols}); "
                          "use a looping softmax (exercise 2) for longer rows")
-    if x.numel() >= 2**31:
-        raise ValueError("offsets are computed in int32: at most 2**31 - 1 elements")
     return x if x.stride(1) == 1 else x.contiguous()
 
 
@@ -56,20 +48,3 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     softmax_kernel[(n_rows,)](out, x, x.stride(0), out.stride(0), n_cols,
                               BLOCK_SIZE=block, num_warps=softmax_num_warps(block))
     return out
-
-
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def softmax_persistent_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols,
-                              BLOCK_SIZE: tl.constexpr, NUM_STAGES: tl.constexpr):
-    cols = tl.arange(0, BLOCK_SIZE)
-    mask = cols < n_cols
-    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=NUM_STAGES):
-        x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
-        x = x - tl.max(x, axis=0)
-        numerator = tl.exp(x)
-        y = numerator / tl.sum(numerator, axis=0)
-        tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)

@@ -2,6 +2,7 @@
 
 import io
 import json
+import numbers
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
@@ -28,8 +29,9 @@ class FolderSpec:
     def __post_init__(self):
         for name in ("n_classes", "per_class", "min_side", "max_side", "seed", "quality"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
                 raise TypeError(f"FolderSpec.{name} must be an int, got {value!r}")
+            object.__setattr__(self, name, int(value))  # a NumPy int becomes a Python int
         if self.n_classes < 1 or self.per_class < 1:
             raise ValueError("FolderSpec needs at least one class and one image per class")
         if not 16 <= self.min_side <= self.max_side:
@@ -51,6 +53,9 @@ def synthetic_image(spec, label, index):
 
     Deterministic in (spec.seed, label, index), whatever order or process makes it.
     """
+    if not isinstance(spec, FolderSpec):
+        raise TypeError(f"spec must be a FolderSpec, got {type(spec).__name__}")
+    _check_label_index(label, index, spec)
     rng = np.random.default_rng([spec.seed, label, index])
     height, width = (int(s) for s in rng.integers(spec.min_side, spec.max_side + 1, size=2))
     tint = 50 * np.cos(2 * np.pi * label / spec.n_classes + np.array([0.0, 2.1, 4.2]))
@@ -60,7 +65,16 @@ def synthetic_image(spec, label, index):
     return Image.fromarray(np.clip(field + grain, 0, 255).astype(np.uint8))
 
 
+def _check_label_index(label, index, spec=None):
+    for name, value in (("label", label), ("index", index)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    if spec is not None and label >= spec.n_classes:
+        raise ValueError(f"label must be below spec.n_classes = {spec.n_classes}, got {label}")
+
+
 def image_path(root, label, index):
+    _check_label_index(label, index)
     return Path(root) / f"class_{label:03d}" / f"img_{index:05d}.jpg"
 
 
@@ -84,7 +98,7 @@ def make_image_folder(root, spec, *, workers=1):
     """
     if not isinstance(spec, FolderSpec):
         raise TypeError(f"spec must be a FolderSpec, got {type(spec).__name__}")
-    if not isinstance(workers, int) or workers < 1:
+    if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
         raise ValueError(f"workers must be a positive int, got {workers!r}")
     root = Path(root)
     manifest = root / "manifest.json"
@@ -112,6 +126,7 @@ def make_image_folder(root, spec, *, workers=1):
 
 
 import io
+import numbers
 import os
 import signal
 import time
@@ -190,8 +205,14 @@ class CheckedImageFolder(datasets.ImageFolder):
         return image, label
 
 
+def _check_batch(batch):
+    if not isinstance(batch, (list, tuple)):
+        raise TypeError(f"batch must be the list of samples a DataLoader collects, got {type(batch).__name__}")
+
+
 def collate_images(batch):
     """Batch the good samples; returns (images, labels, skipped) so that the loop can report the bad ones."""
+    _check_batch(batch)
     good = [s for s in batch if not isinstance(s, Skipped)]
     skipped = [s for s in batch if isinstance(s, Skipped)]
     if not good:
@@ -200,8 +221,21 @@ def collate_images(batch):
     return images, labels, skipped
 
 
+def _check_range(name, pair, *, at_most=float("inf")):
+    """(low, high) with 0 < low <= high <= at_most, as floats, or a ValueError that names the argument."""
+    try:
+        low, high = (float(v) for v in pair)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be two numbers (low, high), got {pair!r}") from None
+    if not 0 < low <= high <= at_most:
+        raise ValueError(f"{name} must be (low, high) with 0 < low <= high <= {at_most:g}, got {pair!r}")
+    return low, high
+
+
 def check_jpeg_bytes(data):
     """Raise ValueError unless ``data`` starts like a JPEG file and ends with its end-of-image marker."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"data must be the file's bytes, got {type(data).__name__}")
     if len(data) < 4 or data[:2] != b"\xff\xd8":
         raise ValueError("not a JPEG file (no start-of-image marker)")
     if data.rfind(b"\xff\xd9", max(0, len(data) - 64)) < 0:
@@ -217,8 +251,9 @@ class JpegBytesFolder(CheckedImageFolder):
     """
 
     def __init__(self, root, *, on_error="skip", scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):
+        self.scale = _check_range("scale", scale, at_most=1.0)  # fraction of the image's area
+        self.ratio = _check_range("ratio", ratio)                # width / height of the crop
         super().__init__(root, on_error=on_error)
-        self.scale, self.ratio = scale, ratio
 
     def __getitem__(self, index):
         path, label = self.samples[index]
@@ -240,6 +275,7 @@ def collate_encoded(batch):
     """Batch `JpegBytesFolder` samples: (all files' bytes in one flat uint8 tensor, their lengths,
     crop boxes [B, 4], flips [B], labels [B], paths, skipped). One flat tensor crosses from the worker
     in one shared-memory block instead of one per file."""
+    _check_batch(batch)
     good = [s for s in batch if not isinstance(s, Skipped)]
     skipped = [s for s in batch if isinstance(s, Skipped)]
     if not good:
@@ -258,6 +294,10 @@ class FaultyDataset(Dataset):
     def __init__(self, base, index, fault="die", seconds=2.0):
         if fault not in ("die", "stall"):
             raise ValueError(f"fault must be 'die' or 'stall', got {fault!r}")
+        if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+            raise TypeError(f"index must be an int, got {index!r}")
+        if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) or not 0 <= seconds < float("inf"):
+            raise ValueError(f"seconds must be a number >= 0, got {seconds!r}")
         self.base, self.index, self.fault, self.seconds = base, index, fault, seconds
 
     def __len__(self):
@@ -281,6 +321,7 @@ def shutdown_workers(iterator):
 
 
 import io
+import numbers
 import queue
 import threading
 
@@ -288,6 +329,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from PIL import Image
+
+from course_utils.device import require_device
 
 _STATS = {}
 
@@ -313,6 +356,10 @@ def normalize_on_device(x, *, channels_last=False):
         raise TypeError(f"expected uint8 pixels (or float32 in 0..255), got {x.dtype}")
     if x.dim() != 4 or x.shape[1] != 3:
         raise ValueError(f"expected a batch N x 3 x H x W, got shape {tuple(x.shape)}")
+    if x.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"x must be on the CPU or a CUDA GPU, got {x.device}")
+    if x.dtype == torch.float32 and x.numel() and 0 < float(x.amax()) <= 1:  # one sync, float input only
+        raise ValueError("x looks like pixels scaled to 0..1; pass uint8 pixels or floats in 0..255 (x * 255)")
     mean, std = _mean_std_255(x.device)
     layout = torch.channels_last if channels_last else torch.contiguous_format
     x = x.to(dtype=torch.float32, memory_format=layout)
@@ -331,7 +378,14 @@ def decode_jpegs(data, device):
     One bad file fails the whole batched call; the batch is then decoded file by file to find it.
     Without CUDA: the same contract, decoded by PIL in this process (the CPU twin).
     """
-    device = torch.device(device)
+    if isinstance(data, torch.Tensor) or not isinstance(data, (list, tuple)):
+        raise TypeError(f"data must be a list of 1-D uint8 tensors, one per file, got {type(data).__name__} (for "
+                        "collate_encoded's flat tensor: list(torch.split(flat, lengths.tolist())))")
+    for i, encoded in enumerate(data):
+        if not isinstance(encoded, torch.Tensor) or encoded.dtype != torch.uint8 or encoded.dim() != 1 or encoded.is_cuda:
+            raise TypeError(f"data[{i}] must be a 1-D uint8 CPU tensor (a file's bytes), got "
+                            f"{encoded.dtype if isinstance(encoded, torch.Tensor) else type(encoded).__name__}")
+    device = require_device(device)
     if device.type == "cuda":
         from torchvision.io import ImageReadMode, decode_jpeg
         torch.cuda.current_stream(device).synchronize()
@@ -362,15 +416,24 @@ def resized_crops(images, boxes, flips, size):
     """Random-resized-crop on the device: crop ``images[i]`` (uint8 3 x H x W) to ``boxes[i]`` = (top,
     left, height, width), resize to size x size (bilinear, antialiased like PIL), flip where
     ``flips[i]``. Returns float32 N x 3 x size x size in 0..255, rounded like 8-bit pixels."""
-    boxes = torch.as_tensor(boxes).tolist()
-    flips = torch.as_tensor(flips).tolist()
+    if isinstance(size, (bool, np.bool_)) or not isinstance(size, numbers.Integral) or size < 1:
+        raise ValueError(f"size must be a positive int, got {size!r}")
+    if isinstance(images, torch.Tensor) or not isinstance(images, (list, tuple)):
+        raise TypeError(f"images must be a list of uint8 3 x H x W tensors, got {type(images).__name__}")
+    for i, image in enumerate(images):
+        if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8 or image.dim() != 3 or image.shape[0] != 3:
+            raise ValueError(f"images[{i}] must be a uint8 3 x H x W tensor (channels first, 0..255), got "
+                             + (f"{image.dtype} {tuple(image.shape)}" if isinstance(image, torch.Tensor) else repr(image)))
+    boxes = torch.as_tensor(boxes, dtype=torch.long).reshape(-1, 4).tolist()
+    flips = torch.as_tensor(flips, dtype=torch.bool).reshape(-1).tolist()
     if not len(images) == len(boxes) == len(flips):
         raise ValueError(f"{len(images)} images, {len(boxes)} boxes and {len(flips)} flips: need one each")
     if not images:
         return torch.empty(0, 3, size, size)
     out = []
     for image, (top, left, height, width), flip in zip(images, boxes, flips):
-        if image.dim() != 3 or top < 0 or left < 0 or top + height > image.shape[1] or left + width > image.shape[2]:
+        if (height < 1 or width < 1 or top < 0 or left < 0
+                or top + height > image.shape[1] or left + width > image.shape[2]):
             raise ValueError(f"box {(top, left, height, width)} does not fit an image of shape {tuple(image.shape)}")
         patch = image[None, :, top:top + height, left:left + width].float()
         resized = F.interpolate(patch, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
@@ -403,9 +466,11 @@ class DevicePrefetcher:
     def __init__(self, loader, prepare, device, *, thread=False, depth=2):
         if not callable(prepare):
             raise TypeError("prepare must be callable: batch -> tuple of tensors")
-        if not isinstance(depth, int) or depth < 1:
+        if isinstance(depth, bool) or not isinstance(depth, numbers.Integral) or depth < 1:
             raise ValueError(f"depth must be a positive int, got {depth!r}")
-        self.loader, self.prepare, self.device = loader, prepare, torch.device(device)
+        if not hasattr(loader, "__iter__"):
+            raise TypeError(f"loader must be iterable (a DataLoader), got {type(loader).__name__}")
+        self.loader, self.prepare, self.device = loader, prepare, require_device(device)
         self.thread, self.depth = thread, depth
         self.stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
 

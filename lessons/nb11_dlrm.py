@@ -12,6 +12,8 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import torch
 
+from course_utils.checks import require_number
+
 LABEL = "label"
 DENSE = [f"I{i}" for i in range(1, 14)]    # 13 integer (count) features
 SPARSE = [f"C{i}" for i in range(1, 27)]   # 26 categorical features, 32-bit hashed ids
@@ -91,6 +93,11 @@ def generate_criteo_like(folder, n_train: int, n_test: int, *, max_vocab: int = 
     folder that already holds data made with the same arguments is reused. Returns the metadata.
     """
     folder = Path(folder)
+    n_train, n_test = require_number("n_train", n_train, integer=True), require_number("n_test", n_test, integer=True)
+    max_vocab = require_number("max_vocab", max_vocab, integer=True, low=3)
+    positive_rate, seed = require_number("positive_rate", positive_rate), require_number("seed", seed, integer=True, low=0)
+    if not (0 < positive_rate < 0.5) or min(n_train, n_test) < 1:
+        raise ValueError("need 0 < positive_rate < 0.5 and at least one train and one test row")
     params = {"n_train": n_train, "n_test": n_test, "max_vocab": max_vocab, "positive_rate": positive_rate,
               "seed": seed, "version": 1}
     meta_path = folder / "metadata.json"
@@ -98,8 +105,6 @@ def generate_criteo_like(folder, n_train: int, n_test: int, *, max_vocab: int = 
         meta = json.loads(meta_path.read_text())
         if meta.get("params") == params and all((folder / f).exists() for f in meta["files"].values()):
             return meta
-    if not (0 < positive_rate < 0.5) or min(n_train, n_test) < 1:
-        raise ValueError("need 0 < positive_rate < 0.5 and at least one train and one test row")
     folder.mkdir(parents=True, exist_ok=True)
     spec = _spec(max_vocab, seed)
     _, logit = _features(np.random.default_rng(seed + 1), 50_000, spec)
@@ -125,6 +130,8 @@ def generate_criteo_like(folder, n_train: int, n_test: int, *, max_vocab: int = 
 
 def write_criteo_tsv(table: pa.Table, path) -> None:
     """Write rows as a Criteo day file: tab-separated, no header, ids as 8 hex digits, empty if missing."""
+    if not isinstance(table, pa.Table) or table.schema != SCHEMA:
+        raise TypeError("table must be a pyarrow Table with SCHEMA (from read_criteo or generate_criteo_like)")
     out = {}
     for name in COLUMNS:
         column = table[name].combine_chunks()
@@ -164,6 +171,8 @@ def read_criteo(path) -> pa.Table:
     hex ids per line, tab-separated, empty fields missing. Raises ValueError naming missing columns.
     """
     path = Path(path)
+    if path.is_file() and path.stat().st_size == 0:
+        raise ValueError(f"{path.name} is empty (0 bytes): neither a Parquet file nor a Criteo TSV day file")
     with open(path, "rb") as f:
         is_parquet = f.read(4) == b"PAR1"
     if is_parquet:
@@ -194,6 +203,8 @@ class CriteoDataset(torch.utils.data.Dataset):
     """
 
     def __init__(self, source):
+        if not isinstance(source, (pa.Table, str, Path)):
+            raise TypeError(f"source must be a path or a pyarrow Table, got {type(source).__name__}")
         table = source if isinstance(source, pa.Table) else read_criteo(source)
         if table.schema != SCHEMA:
             raise ValueError("a table passed directly must have SCHEMA (use read_criteo)")
@@ -219,10 +230,19 @@ class CriteoDataset(torch.utils.data.Dataset):
 
 def make_loader(dataset, batch_size: int, *, shuffle: bool = True, seed: int = 0, num_workers: int = 0,
                 pin_memory: bool = False) -> torch.utils.data.DataLoader:
-    """A DataLoader of whole batches: the sampler yields lists of indices, the dataset slices once per batch."""
+    """A DataLoader of whole batches: the sampler yields lists of indices, the dataset slices once per batch.
+
+    With ``shuffle`` the last, partial batch is dropped (every step sees batch_size rows), so the dataset
+    must hold at least one whole batch: an epoch of no batches is refused here, not met as a hang later.
+    """
     from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    batch_size = require_number("batch_size", batch_size, integer=True, low=1)
+    num_workers = require_number("num_workers", num_workers, integer=True, low=0)
+    if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
+        raise TypeError(f"dataset must be a Dataset with a length (a CriteoDataset), got {type(dataset).__name__}")
+    if len(dataset) == 0 or (shuffle and batch_size > len(dataset)):
+        raise ValueError(f"batch_size={batch_size:,} but the dataset has {len(dataset):,} rows: an epoch would "
+                         "have no batch" + (" (shuffle drops the last partial batch)" if len(dataset) else ""))
     order = (RandomSampler(dataset, generator=torch.Generator().manual_seed(seed)) if shuffle
              else SequentialSampler(dataset))
     return DataLoader(dataset, batch_size=None, sampler=BatchSampler(order, batch_size, drop_last=shuffle),
@@ -236,9 +256,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_utils.checks import require_number
+
 
 def dense_transform(x: torch.Tensor) -> torch.Tensor:
     """The model's reading of a raw count: missing (NaN) -> 0, negative -> 0, then log(1 + x)."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise TypeError(f"x must be a float tensor of raw counts, got {x.dtype if isinstance(x, torch.Tensor) else type(x).__name__}")
     return torch.log1p(torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0).clamp_min(0.0))
 
 
@@ -248,8 +272,12 @@ def hash_rows(ids: torch.Tensor, table_sizes: torch.Tensor) -> torch.Tensor:
     torch.remainder takes the sign of the divisor, so every int64 id, MISSING_ID (-1) included, lands
     in [0, size). ids: int64 (B, F); table_sizes: int64 (F,) of positive sizes.
     """
+    if not isinstance(ids, torch.Tensor) or not isinstance(table_sizes, torch.Tensor):
+        raise TypeError("ids and table_sizes must be tensors")
     if ids.dtype != torch.int64 or table_sizes.dtype != torch.int64:
         raise TypeError(f"ids and table_sizes must be int64, got {ids.dtype} and {table_sizes.dtype}")
+    if table_sizes.dim() != 1 or ids.device != table_sizes.device:
+        raise ValueError(f"table_sizes must be 1-D and on ids' device, got {tuple(table_sizes.shape)} on {table_sizes.device}")
     if ids.dim() != 2 or ids.shape[1] != table_sizes.numel():
         raise ValueError(f"ids must be (batch, {table_sizes.numel()}), got {tuple(ids.shape)}")
     return torch.remainder(ids, table_sizes)
@@ -264,9 +292,7 @@ class VocabTokenizer:
     """
 
     def __init__(self, table_sizes, *, check: bool = True):
-        self.sizes = [int(s) for s in table_sizes]
-        if any(s < 1 for s in self.sizes):
-            raise ValueError("table sizes must be >= 1")
+        self.sizes = _table_sizes(table_sizes)
         self.vocab = [dict() for _ in self.sizes]
         self.check, self.frozen = check, False
 
@@ -283,6 +309,8 @@ class VocabTokenizer:
         return row
 
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        if not isinstance(ids, torch.Tensor) or ids.dtype != torch.int64:
+            raise TypeError(f"ids must be an int64 tensor, got {ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__}")
         if ids.dim() != 2 or ids.shape[1] != len(self.sizes):
             raise ValueError(f"ids must be (batch, {len(self.sizes)}), got {tuple(ids.shape)}")
         for f in range(ids.shape[1] if self.check else 0):      # validation: two host syncs per feature
@@ -296,7 +324,17 @@ class VocabTokenizer:
         return torch.stack(columns, 1)
 
 
+def _table_sizes(table_sizes) -> list[int]:
+    """Table sizes as ints, each >= 1 (NumPy ints too), or a ValueError that names the bad one."""
+    if isinstance(table_sizes, (str, bytes)) or not hasattr(table_sizes, "__len__") or len(table_sizes) == 0:
+        raise ValueError(f"table_sizes must be a non-empty list of table sizes, got {table_sizes!r}")
+    return [require_number(f"table_sizes[{i}]", s, integer=True, low=1) for i, s in enumerate(table_sizes)]
+
+
 def mlp(sizes, *, last_relu: bool) -> nn.Sequential:
+    sizes = [require_number(f"sizes[{i}]", s, integer=True, low=1) for i, s in enumerate(sizes)]
+    if len(sizes) < 2:
+        raise ValueError(f"sizes must list at least an input and an output width, got {sizes}")
     layers = []
     for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
         layers.append(nn.Linear(a, b))
@@ -311,7 +349,9 @@ class DLRM(nn.Module):
 
     def __init__(self, table_sizes, *, dim: int = 16, bottom=(64, 32), top=(64, 32), n_dense: int = 13):
         super().__init__()
-        sizes = [int(s) for s in table_sizes]
+        sizes = _table_sizes(table_sizes)
+        dim = require_number("dim", dim, integer=True, low=1)
+        self.n_dense = require_number("n_dense", n_dense, integer=True, low=1)
         self.bottom = mlp([n_dense, *bottom, dim], last_relu=True)
         self.tables = nn.ModuleList(nn.Embedding(n, dim) for n in sizes)
         for table, n in zip(self.tables, sizes):
@@ -324,6 +364,11 @@ class DLRM(nn.Module):
         self.top = mlp([dim + k * (k - 1) // 2, *top, 1], last_relu=False)
 
     def forward(self, dense: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        if dense.dim() != 2 or dense.shape[1] != self.n_dense:
+            raise ValueError(f"dense must be (batch, {self.n_dense}), got {tuple(dense.shape)}")
+        if rows.dtype != torch.int64 or rows.shape != (dense.shape[0], len(self.tables)):
+            raise ValueError(f"rows must be int64 (batch, {len(self.tables)}) = {(dense.shape[0], len(self.tables))}, "
+                             f"got {rows.dtype} {tuple(rows.shape)}")
         x = self.bottom(dense_transform(dense))                              # (B, dim)
         vectors = [x] + [table(rows[:, f]) for f, table in enumerate(self.tables)]
         t = torch.stack(vectors, dim=1)                                      # (B, k, dim)
@@ -365,6 +410,8 @@ def roc_auc(scores, labels) -> float:
 
 def auc_standard_error(auc: float, n_pos: int, n_neg: int) -> float:
     """Hanley and McNeil's (1982) standard error of an AUC measured on n_pos positives and n_neg negatives."""
+    auc = require_number("auc", auc, low=0, high=1)
+    n_pos, n_neg = require_number("n_pos", n_pos, integer=True, low=1), require_number("n_neg", n_neg, integer=True, low=1)
     q1, q2 = auc / (2 - auc), 2 * auc * auc / (1 + auc)
     var = (auc * (1 - auc) + (n_pos - 1) * (q1 - auc * auc) + (n_neg - 1) * (q2 - auc * auc)) / (n_pos * n_neg)
     return math.sqrt(max(var, 0.0))
@@ -381,6 +428,8 @@ def evaluate(model: DLRM, loader, device, to_rows=None) -> dict:
         logits.append(model(dense, rows).float())
         labels.append(label)
     model.train()
+    if not logits:
+        raise ValueError("loader gave no batch: nothing to evaluate")
     logit, label = torch.cat(logits).cpu(), torch.cat(labels)
     n_pos = int(label.sum())
     auc = roc_auc(logit.numpy(), label.numpy())
@@ -393,6 +442,7 @@ from dataclasses import dataclass
 
 import torch
 
+from course_utils.checks import require_number
 from course_utils.profiling import annotate
 
 
@@ -404,6 +454,10 @@ class Stage:
     tokenizer: str        # "vocab+checks" (dict + .item() checks), "vocab" (dict only) or "hash" (on device)
     sync_logging: bool    # .cpu() of the loss every step
     compiled: bool = False
+
+    def __post_init__(self):
+        if self.tokenizer not in ("vocab+checks", "vocab", "hash"):
+            raise ValueError(f"Stage.tokenizer must be 'vocab+checks', 'vocab' or 'hash', got {self.tokenizer!r}")
 
 
 #: The names of the annotate() ranges of a training step.
@@ -419,9 +473,14 @@ STAGES = [
 
 
 def forever(loader):
-    """Batches from a DataLoader, epoch after epoch."""
+    """Batches from a DataLoader, epoch after epoch; an epoch of no batches raises instead of looping forever."""
     while True:
-        yield from loader
+        empty = True
+        for batch in loader:
+            empty = False
+            yield batch
+        if empty:
+            raise ValueError("the loader gave no batch in a whole epoch (a batch larger than the dataset?)")
 
 
 def train_steps(model, optimizer, batches, steps: int, stage: Stage, *, device, tokenizer=None,
@@ -431,6 +490,15 @@ def train_steps(model, optimizer, batches, steps: int, stage: Stage, *, device, 
     tokenizer: the VocabTokenizer of the "vocab" stages; loss_fn: hashed_loss or its compiled version
     for the "hash" stages. on_step: called after each step (the profiler's step()).
     """
+    steps = require_number("steps", steps, integer=True, low=0)
+    if not isinstance(stage, Stage):
+        raise TypeError(f"stage must be a Stage, got {type(stage).__name__}")
+    if stage.tokenizer == "hash" and not callable(loss_fn):
+        raise ValueError(f"stage {stage.name!r} hashes ids on the device: pass loss_fn (hashed_loss)")
+    if stage.tokenizer != "hash" and not callable(tokenizer):
+        raise ValueError(f"stage {stage.name!r} maps ids through a vocabulary: pass tokenizer (a VocabTokenizer)")
+    if not hasattr(batches, "__next__"):
+        raise TypeError(f"batches must be an iterator of batches (forever(loader)), got {type(batches).__name__}")
     losses = [] if losses is None else losses
     for _ in range(steps):
         with annotate("data"):
@@ -462,6 +530,9 @@ def naive_loop_report(cfg: dict) -> dict:
 
     cfg: table "sizes", "model" (DLRM keyword arguments), "batch", "steps" and the "data" file.
     """
+    missing = [k for k in ("sizes", "model", "batch", "steps", "data") if not isinstance(cfg, dict) or k not in cfg]
+    if missing:
+        raise ValueError(f"cfg must be a dict with keys sizes, model, batch, steps and data; missing {missing}")
     from torch.profiler import ProfilerActivity, profile
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
@@ -500,26 +571,23 @@ def bias_relu_kernel(x_ptr, bias_ptr, out_ptr, n_elements, n_cols, BLOCK: tl.con
     mask = offsets < n_elements
     x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
     b = tl.load(bias_ptr + offsets % n_cols, mask=mask).to(tl.float32)   # column of each element
-    y = tl.maximum(x + b, 0.0)
+    y = tl.maximum(x + b, 0.0, propagate_nan=tl.PropagateNan.ALL)   # NaN stays NaN, as in torch.relu
     tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def _check_bias_relu(x, bias) -> None:
-    if not isinstance(x, torch.Tensor) or not isinstance(bias, torch.Tensor):
-        raise TypeError("x and bias must be tensors")
-    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or bias.dtype != x.dtype:
-        raise TypeError(f"x and bias must share a float dtype (fp32, fp16, bf16), got {x.dtype} and {bias.dtype}")
-    if x.device != bias.device:
-        raise ValueError(f"x is on {x.device} but bias on {bias.device}")
-    if x.dim() < 1 or bias.dim() != 1 or x.shape[-1] != bias.numel():
+def _check_bias_relu(x, bias, block) -> int:
+    if isinstance(x, torch.Tensor) and isinstance(bias, torch.Tensor) and (
+            x.dim() < 1 or bias.dim() != 1 or x.shape[-1] != bias.numel()):
         raise ValueError(f"bias must be 1-D with x.shape[-1] entries: x {tuple(x.shape)}, bias {tuple(bias.shape)}")
-    if x.numel() >= 2**31:
-        raise ValueError("x has 2^31 elements or more: the kernel's offsets are 32-bit")
+    # the kernel reads contiguous copies, so it is their size (numel), not the views' span, that must fit int32
+    course_utils.require_tensors(x=x, bias=bias, dtypes=(torch.float32, torch.float16, torch.bfloat16),
+                                 max_span=None, differentiable=False)
+    return course_utils.require_block_size("block", block)
 
 
 def bias_relu(x: torch.Tensor, bias: torch.Tensor, block: int = 1024) -> torch.Tensor:
     """relu(x + bias) in one pass over memory: bias broadcast along the last dimension of x."""
-    _check_bias_relu(x, bias)
+    block = _check_bias_relu(x, bias, block)
     x, bias = x.contiguous(), bias.contiguous()
     out = torch.empty_like(x)
     n = x.numel()
@@ -533,11 +601,14 @@ from course_utils.cuda_build import build_extension
 BIAS_RELU_CUDA = r"""
 #include <cuda_runtime.h>
 
+// max(v, 0) that keeps NaN, as torch.relu does (fmaxf(NaN, 0) is 0).
+__device__ __forceinline__ float relu(float v) { return (v > 0.0f || v != v) ? v : 0.0f; }
+
 // One thread per element: out[i] = max(x[i] + bias[i % cols], 0).
 __global__ void bias_relu_kernel(const float* __restrict__ x, const float* __restrict__ bias,
                                  float* __restrict__ out, unsigned n, unsigned cols) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = fmaxf(x[i] + bias[i % cols], 0.0f);
+    if (i < n) out[i] = relu(x[i] + bias[i % cols]);
 }
 
 // One thread per 4 elements, one 16-byte load and store (needs cols % 4 == 0 and aligned x, out).
@@ -547,10 +618,10 @@ __global__ void bias_relu_vec4_kernel(const float4* __restrict__ x, const float*
     if (i >= n4) return;
     float4 v = x[i];
     const float* b = bias + (4 * i) % cols;   // the 4 elements share a row: cols is a multiple of 4
-    v.x = fmaxf(v.x + b[0], 0.0f);
-    v.y = fmaxf(v.y + b[1], 0.0f);
-    v.z = fmaxf(v.z + b[2], 0.0f);
-    v.w = fmaxf(v.w + b[3], 0.0f);
+    v.x = relu(v.x + b[0]);
+    v.y = relu(v.y + b[1]);
+    v.z = relu(v.z + b[2]);
+    v.w = relu(v.w + b[3]);
     out[i] = v;
 }
 

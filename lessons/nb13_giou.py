@@ -2,6 +2,8 @@
 
 import torch
 
+from course_utils.checks import require_number
+
 #: Added to the denominators, as torchvision.ops.generalized_box_iou_loss does.
 EPS = 1e-7
 #: Box dtypes the loss accepts (float64 for gradcheck; the others are what models produce).
@@ -35,6 +37,7 @@ def check_boxes(pred, target, mask, *, device_type: str | None = None) -> None:
 
 def giou_per_box(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """1 - GIoU of each pair of boxes (..., 4) -> (...), the formula of torchvision's loss."""
+    _check_pair(pred, target)
     px1, py1, px2, py2 = pred.unbind(-1)
     tx1, ty1, tx2, ty2 = target.unbind(-1)
     iw = torch.minimum(px2, tx2) - torch.maximum(px1, tx1)       # intersection width (< 0: apart)
@@ -45,6 +48,16 @@ def giou_per_box(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     area_c = ((torch.maximum(px2, tx2) - torch.minimum(px1, tx1))   # smallest enclosing box
               * (torch.maximum(py2, ty2) - torch.minimum(py1, ty1)))
     return 1 - (iou - (area_c - union) / (area_c + EPS))
+
+
+def _check_pair(pred, target) -> None:
+    for name, value in (("pred", pred), ("target", target)):
+        if not isinstance(value, torch.Tensor) or value.dtype not in FLOAT_DTYPES or value.dim() < 1 or value.shape[-1] != 4:
+            raise ValueError(f"{name} must be a float tensor of boxes (..., 4), got "
+                             + (f"{value.dtype} {tuple(value.shape)}" if isinstance(value, torch.Tensor) else repr(value)))
+    if pred.shape != target.shape or pred.device != target.device:
+        raise ValueError(f"pred and target must have one shape and device, got {tuple(pred.shape)} on {pred.device} "
+                         f"and {tuple(target.shape)} on {target.device}")
 
 
 def compute_dtype(pred: torch.Tensor, target: torch.Tensor) -> torch.dtype:
@@ -70,8 +83,11 @@ def random_boxes(batch: int, max_boxes: int, *, dtype: torch.dtype = torch.float
     Image b has between ``min_fill * max_boxes`` and ``max_boxes`` valid boxes (mask True first); the
     padding holds ``pad_value``. Predictions are the targets plus noise; one in eight is a random box.
     """
-    if batch < 0 or max_boxes < 0 or not 0.0 <= min_fill <= 1.0:
-        raise ValueError(f"need batch >= 0, max_boxes >= 0 and 0 <= min_fill <= 1, got {batch}, {max_boxes}, {min_fill}")
+    batch = require_number("batch", batch, integer=True, low=0)
+    max_boxes = require_number("max_boxes", max_boxes, integer=True, low=0)
+    min_fill, pad_value = require_number("min_fill", min_fill, low=0, high=1), float(pad_value)
+    if dtype not in FLOAT_DTYPES:
+        raise ValueError(f"dtype must be one of {FLOAT_DTYPES}, got {dtype!r}")
     gen = torch.Generator().manual_seed(seed)
     shape = (batch, max_boxes, 2)
     centre = 0.1 + 0.8 * torch.rand(shape, generator=gen)
@@ -96,6 +112,7 @@ EPS = 1e-7
 def giou_per_box_grad(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """d giou_per_box / d pred (..., 4), by hand. A tie in a min or max splits the gradient in half,
     as autograd does, so that identical and touching boxes get the same gradient as the reference."""
+    _check_pair(pred, target)
     px1, py1, px2, py2 = pred.unbind(-1)
     tx1, ty1, tx2, ty2 = target.unbind(-1)
     # the forward pass again, keeping what the chain rule needs
@@ -266,9 +283,23 @@ torch::Tensor giou_backward_cuda(torch::Tensor grad_loss, torch::Tensor pred, to
 """
 
 
+import os
+
 import torch
 import triton
 import triton.language as tl
+
+#: Where the Triton kernels run: the GPU, or the CPU when Triton runs in its interpreter.
+KERNEL_DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+
+
+def check_kernel_inputs(pred, target, mask) -> None:
+    """check_boxes, on the kernels' device; and no input may require grad: these launches have no backward
+    of their own (giou_loss_triton is the differentiable loss)."""
+    check_boxes(pred, target, mask, device_type=KERNEL_DEVICE)
+    if torch.is_grad_enabled() and (pred.requires_grad or target.requires_grad):
+        raise ValueError("pred or target requires grad, but these kernels give no gradient: use "
+                         "giou_loss_triton, or pass .detach()")
 
 
 @triton.jit
@@ -306,6 +337,11 @@ def giou_per_image_kernel(pred_ptr, target_ptr, mask_ptr, sums_ptr, counts_ptr, 
 
 def giou_sums_per_image(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor):
     """(sum of the loss, number of valid boxes) per image, from one program per image."""
+    check_kernel_inputs(pred, target, mask)
+    return _sums_per_image(pred, target, mask)
+
+
+def _sums_per_image(pred, target, mask):
     batch, n_boxes = mask.shape
     dtype = torch.float64 if torch.float64 in (pred.dtype, target.dtype) else torch.float32
     sums = torch.empty(batch, dtype=dtype, device=pred.device)
@@ -390,8 +426,14 @@ def giou_forward(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, *
     """(mean loss over valid boxes, number of valid boxes as float32): two launches, or one with atomics.
 
     ``wrap`` is applied to each kernel before launching it (`torch.library.wrap_triton` inside a
-    `triton_op`); inputs are read in their own dtype and must already be checked.
+    `triton_op`); inputs are read in their own dtype. The autograd Function and the operator call the
+    unchecked `_forward`, after checking their inputs once.
     """
+    check_kernel_inputs(pred, target, mask)
+    return _forward(pred, target, mask, atomic=atomic, wrap=wrap)
+
+
+def _forward(pred, target, mask, *, atomic=False, wrap=_no_wrap):
     n_boxes = mask.numel()
     dtype = torch.float64 if torch.float64 in (pred.dtype, target.dtype) else torch.float32
     n_tiles = max(1, triton.cdiv(n_boxes, TILE))
@@ -411,14 +453,9 @@ def giou_forward(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, *
     return loss, count
 
 
-import os
-
 import torch
 import triton
 import triton.language as tl
-
-#: Where the Triton kernels run: the GPU, or the CPU when Triton runs in its interpreter.
-KERNEL_DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
 
 
 @triton.jit
@@ -474,6 +511,14 @@ def giou_backward_kernel(pred_ptr, target_ptr, mask_ptr, grad_loss_ptr, count_pt
 def giou_backward(grad_loss: torch.Tensor, pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor,
                   count: torch.Tensor, *, wrap=_no_wrap) -> torch.Tensor:
     """The gradient of the mean loss with respect to pred, in pred's dtype and shape."""
+    check_kernel_inputs(pred, target, mask)
+    for name, value in (("grad_loss", grad_loss), ("count", count)):
+        if not isinstance(value, torch.Tensor) or value.numel() != 1 or not value.is_floating_point():
+            raise ValueError(f"{name} must be a one-element float tensor (from giou_forward), got {value!r}")
+    return _backward(grad_loss, pred, target, mask, count, wrap=wrap)
+
+
+def _backward(grad_loss, pred, target, mask, count, *, wrap=_no_wrap):
     n_boxes = mask.numel()
     grad = torch.empty(pred.shape, dtype=pred.dtype, device=pred.device)
     if n_boxes == 0:
@@ -491,18 +536,18 @@ class TritonGIoULoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, pred, target, mask, per_image=False):
         if per_image:
-            sums, counts = giou_sums_per_image(pred, target, mask)
+            sums, counts = _sums_per_image(pred, target, mask)
             count = counts.sum()
             loss, count = sums.sum() / count.clamp_min(1), count.float()
         else:
-            loss, count = giou_forward(pred, target, mask)
+            loss, count = _forward(pred, target, mask)
         ctx.save_for_backward(pred, target, mask, count)
         return loss
 
     @staticmethod
     def backward(ctx, grad_loss):
         pred, target, mask, count = ctx.saved_tensors
-        grad = giou_backward(grad_loss, pred, target, mask, count) if ctx.needs_input_grad[0] else None
+        grad = _backward(grad_loss, pred, target, mask, count) if ctx.needs_input_grad[0] else None
         return grad, None, None, None
 
 
@@ -527,12 +572,12 @@ _INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def _forward_impl(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return giou_forward(pred, target, mask, wrap=wrap_triton)
+    return _forward(pred, target, mask, wrap=wrap_triton)
 
 
 def _backward_impl(grad_loss: torch.Tensor, pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor,
                    count: torch.Tensor) -> torch.Tensor:
-    return giou_backward(grad_loss, pred, target, mask, count, wrap=wrap_triton)
+    return _backward(grad_loss, pred, target, mask, count, wrap=wrap_triton)
 
 
 def _define(name, impl, fake):

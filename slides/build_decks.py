@@ -371,6 +371,16 @@ def python_function(path: Path, name: str, strip_docstring: bool = True) -> str:
     return "\n".join(lines)
 
 
+def source_section(path: Path, name: str) -> str:
+    """The lines of a CUDA or C++ file between the line ``// name`` and the line ``// name:end``."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    begin = [i for i, line in enumerate(lines) if line.strip() == f"// {name}"]
+    end = [i for i, line in enumerate(lines) if line.strip() == f"// {name}:end"]
+    if len(begin) != 1 or len(end) != 1 or end[0] < begin[0]:
+        raise DeckError(f"{path.relative_to(ROOT)} has no section {name!r} (a line '// {name}' ... '// {name}:end')")
+    return "\n".join(lines[begin[0] + 1:end[0]])
+
+
 def strip_docstrings(code: str) -> str:
     """Python code without the docstrings of its functions and classes (they are for readers of the file)."""
     try:
@@ -555,8 +565,13 @@ class DeckContext:
     def code(self, path: str, name: str, skip: Iterable[str] = (), start: str | None = None,
              end: str | None = None, lang: str = "python") -> str:
         """Function or class ``name`` of a file of lessons/, or the part of it from the line containing
-        ``start`` to the line containing ``end``."""
-        source = python_function(ROOT / path, name)
+        ``start`` to the line containing ``end``. In a CUDA or C++ file (``.cu``, ``.cpp``) ``name`` is a
+        section: the lines between one holding ``// name`` and one holding ``// name:end``."""
+        if path.endswith((".cu", ".cpp")):
+            source = source_section(ROOT / path, name)
+            lang = "cuda" if lang == "python" else lang
+        else:
+            source = python_function(ROOT / path, name)
         if start is not None:
             try:
                 source = block_from(source, start, lang, end)

@@ -1,8 +1,11 @@
-"""The exercises at the end of notebooks 03-14 (exercises/, solutions/, course_utils.grading).
+"""The exercises at the end of notebooks 01-14 (exercises/, solutions/, course_utils.grading).
 
 - every reference solution passes its grader, within the time bound;
 - every exercise has at least three plausible wrong answers (tests/wrong_solutions/), and each fails its
-  grader with a message that says what is wrong (the test asserts on the words), within the time bound;
+  grader with a message that says what is wrong (the test asserts on the words), within the time bound; those
+  of notebooks 03-14 have at least five, two or more drawn from the grader's input families and invariants
+  (several programs, kinks, gaps, limits, races, inputs written, views returned, compile errors, crashes:
+  tests/test_grading.py tests the grader's side of each);
 - an unfilled stub (None, or raising NotImplementedError) is "not attempted yet", at once;
 - the solutions' Triton kernels compile for sm_90 (what test_compile_targets does for lessons/);
 - a GPU grading of each reference solution compiles few Triton kernels (counted here, on a CPU).
@@ -49,13 +52,16 @@ SECONDS_PER_GRADING = 20.0
 GPU_COMPILATIONS = 12
 #: The exercises whose reference is plain Python: their gradings compile no kernel. (The CUDA exercises,
 #: 03.2 and 04.4, are built once with nvcc on a GPU, not per case: not counted.)
-PLAIN_PYTHON = {"nb03.IDLE_THREADS", "nb04.TILE_INTENSITY", "nb04.STORE_WAVEFRONTS", "nb04.WAVES", "nb07.GROUPED_ORDER",
+PLAIN_PYTHON = {"nb01.EFFECTIVE_GBPS", "nb01.HALF_BANDWIDTH", "nb01.TIME_CALL", "nb02.TOP_KERNEL",
+                "nb02.SYNCS_PER_STEP", "nb03.IDLE_THREADS", "nb04.TILE_INTENSITY", "nb04.STORE_WAVEFRONTS", "nb04.WAVES", "nb07.GROUPED_ORDER",
                 "nb09.WIDEST_LOAD", "nb09.COUNT_OPCODE", "nb09.LOAD_BYTES", "nb10.BUSY_SHARE", "nb11.ITEM_CALLS",
                 "nb14.SPLIT_K_PLAN"}
-NOTEBOOKS = ("nb03", "nb04", "nb05", "nb06", "nb07", "nb08", "nb09", "nb10", "nb11", "nb12", "nb13", "nb14")
+NOTEBOOKS = ("nb01", "nb02", "nb03", "nb04", "nb05", "nb06", "nb07", "nb08", "nb09", "nb10", "nb11", "nb12", "nb13", "nb14")
 
 #: exercise -> its reference solution in solutions.nbNN ("cpp:" names: the C++ twin in the fixtures' extension)
 SOLUTIONS = {
+    "nb01": {"EFFECTIVE_GBPS": "effective_gbps", "HALF_BANDWIDTH": "half_bandwidth_size", "TIME_CALL": "time_call"},
+    "nb02": {"TOP_KERNEL": "top_kernel", "SYNCS_PER_STEP": "syncs_per_step"},
     "nb03": {"IDLE_THREADS": "idle_threads", "SQUARE_STRIDED": "cpp:square_strided_ref"},
     "nb04": {"TILE_INTENSITY": "tile_intensity", "STORE_WAVEFRONTS": "transposed_store_wavefronts", "WAVES": "waves",
              "RUNG4": "cpp:gemm_rung4_ref"},
@@ -72,6 +78,12 @@ SOLUTIONS = {
     "nb14": {"SPLIT_K_PLAN": "split_k_plan", "FP8_ROW_SCALES": "fp8_row_scales",
              "MATMUL_FP8_ROWWISE": "matmul_fp8_rowwise"},
 }
+# A newer chapter's exercises module names its references itself (`SOLUTIONS = {...}`, as `./course.sh new` writes it).
+for _path in sorted((Path(__file__).resolve().parent.parent / "exercises").glob("nb[0-9][0-9].py")):
+    _listed = getattr(importlib.import_module(f"exercises.{_path.stem}"), "SOLUTIONS", None)
+    if _path.stem not in SOLUTIONS and isinstance(_listed, dict):
+        SOLUTIONS[_path.stem] = dict(_listed)
+NOTEBOOKS = tuple(sorted(set(NOTEBOOKS) | set(SOLUTIONS)))
 
 
 def _exercises(nb: str) -> dict[str, Exercise]:
@@ -114,6 +126,19 @@ def test_every_exercise_has_a_solution_and_three_wrong_answers():
         for exercise in exercises.values():
             wrong = [w for w in _wrong(nb) if w[0] is exercise]
             assert len(wrong) >= 3, f"{exercise.name}: {len(wrong)} wrong answers, at least 3 wanted"
+
+
+FAMILY_NOTEBOOKS = ("nb03", "nb04", "nb05", "nb06", "nb07", "nb08", "nb09", "nb10", "nb11", "nb12", "nb13", "nb14")
+
+
+def test_exercises_of_03_to_14_have_five_wrong_answers_and_families():
+    """Two wrong answers or more per exercise beyond the first three come from the grader's input families and
+    invariants; and each exercise declares the families that apply to it (course_utils.grading.FAMILIES)."""
+    for nb in FAMILY_NOTEBOOKS:
+        for exercise in _exercises(nb).values():
+            wrong = [w for w in _wrong(nb) if w[0] is exercise]
+            assert len(wrong) >= 5, f"{exercise.name}: {len(wrong)} wrong answers, at least 5 wanted"
+            assert exercise.families, f"{exercise.name}: no input family declared"
 
 
 @pytest.mark.parametrize("nb, name", [(nb, name) for nb in NOTEBOOKS for name in SOLUTIONS[nb]])
@@ -250,6 +275,7 @@ from triton.runtime.interpreter import InterpretedFunction
 device.HAS_CUDA = cu.HAS_CUDA = grading.HAS_CUDA = True
 device.pick_size = cu.pick_size = lambda gpu, cpu: gpu
 cu.INTERPRET = False  # bf16 stays bf16, as on a GPU
+torch.cuda.get_device_capability = lambda *args, **kwargs: (9, 0)  # an H100, for modules that ask at import
 # values do not matter here, only dtypes, strides and alignments: fill nothing
 torch.randn = lambda *size, generator=None, **kwargs: torch.empty(*size, **kwargs)
 torch.full = lambda size, fill_value, **kwargs: torch.empty(size, **kwargs)
@@ -274,7 +300,7 @@ def launch(self, *args, grid, warmup, **kwargs):
     keys.add((self.fn.__qualname__, *key, *options))
 
 
-def call(exercise, fn, case):
+def call(exercise, fn, case, jobs=None):
     try:
         fn(*case.make())
     except Exception:  # the kernels did not run: what reads their output may fail

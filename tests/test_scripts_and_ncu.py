@@ -3,6 +3,7 @@
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import torch
 
@@ -93,12 +94,22 @@ def test_require_tensors_names_the_argument_at_fault():
         (dict(x=torch.ones(4, 4, device=cu.DEVICE).t(), contiguous=True), ValueError, "x must be contiguous"),
         (dict(x=x, max_numel=3), ValueError, "x has 4 elements"),
         (dict(x=torch.ones(4, device="meta")), ValueError, "must be on"),
+        # a view reaches further than its element count: 48 elements, offsets up to 47 * 2**26 (never allocated)
+        (dict(x=torch.empty(48, device="meta").as_strided((48,), (2**26,))), ValueError, "x reaches element offset"),
+        (dict(x=torch.ones(4, requires_grad=True), differentiable=False), ValueError, "x requires grad"),
     ]
     for kwargs, error, words in cases:
         with pytest.raises(error, match=words):
             cu.require_tensors(**kwargs)
     with pytest.raises(TypeError, match="keyword arguments"):
         cu.require_tensors()
+    cu.require_tensors(x=torch.ones(4, 4, device=cu.DEVICE).t(), y=torch.ones(3, device=cu.DEVICE).expand(8, 3))
+    assert cu.require_block_size("block", np.int64(256)) == 256 and cu.require_number("s", np.float32(0.5)) == 0.5
+    for bad in (0, -1024, 1000, 2**21, 1024.0, True):
+        with pytest.raises((TypeError, ValueError), match="block"):
+            cu.require_block_size("block", bad)
+    with pytest.raises(ValueError, match="mode must be one of 'gpu', 'wall'"):
+        cu.require_choice("mode", "fast", ("gpu", "wall"))
 
 
 def test_show_prints_a_kernel_a_file_or_a_section(tmp_path, capsys):

@@ -3,6 +3,7 @@
 from compile_targets import Target
 
 M = "lessons.nb06_softmax"
+P = "lessons.nb06_softmax_persistent"
 ROWS = {"out_ptr": "*fp32", "in_ptr": "*fp32", "in_row_stride": "i32", "out_row_stride": "i32", "n_cols": "i32"}
 
 TARGETS = [
@@ -11,6 +12,6 @@ TARGETS = [
     Target(M, "softmax_kernel", ROWS, {"BLOCK_SIZE": 32768}, num_warps=16),
     Target(M, "softmax_kernel", {**ROWS, "out_ptr": "*fp16", "in_ptr": "*fp16"}, {"BLOCK_SIZE": 8192}, num_warps=8),
     Target(M, "softmax_kernel", {**ROWS, "out_ptr": "*bf16", "in_ptr": "*bf16"}, {"BLOCK_SIZE": 8192}, num_warps=8),
-    Target(M, "softmax_persistent_kernel", {**ROWS, "n_rows": "i32"}, {"BLOCK_SIZE": 8192, "NUM_STAGES": 2},
+    Target(P, "softmax_persistent_kernel", {**ROWS, "n_rows": "i32"}, {"BLOCK_SIZE": 8192, "NUM_STAGES": 2},
            num_warps=8),
 ]

@@ -8,6 +8,12 @@ UNIT_STRIDES = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1}
 TILE = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}
 
 TARGETS = [
+    Target(M, "blocked_matmul_kernel", {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32",
+                                        "K": "i32", **STRIDES},
+           {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, **UNIT_STRIDES}, num_warps=8),
+    Target(M, "grouped_matmul_kernel", {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32",
+                                        "K": "i32", **STRIDES},
+           {**TILE, **UNIT_STRIDES}, num_warps=8),
     Target(M, "matmul_kernel", {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32",
                                 "K": "i32", **STRIDES},
            {**TILE, **UNIT_STRIDES, "ACTIVATION": "gelu_tanh"}, num_warps=8),

@@ -52,5 +52,35 @@ WRONG = [
      ["should raise TypeError", "but it raised"]),
     (ex.SQUARE_STRIDED, "no dim check", "cpp:square_strided_no_dim_check", ["should raise ValueError", "but it"]),
     (ex.SQUARE_STRIDED, "output keeps the input's layout", "cpp:square_strided_keeps_layout",
-     ["transposed", "values wrong"]),
+     ["transposed", "not contiguous"]),
+]
+
+
+# ---- drawn from the grader's input families and invariants ------------------------------------------------
+def idle_axes_swapped(rows, cols, block):
+    gx, gy = math.ceil(rows / block[0]), math.ceil(cols / block[1])     # BUG: block.x runs along the columns
+    return gx * block[0] * gy * block[1] - rows * cols
+
+
+def idle_true_division(rows, cols, block):
+    gx, gy = (cols + block[0] - 1) / block[0], (rows + block[1] - 1) / block[1]   # BUG: / is not // in Python
+    return gx * block[0] * gy * block[1] - rows * cols
+
+
+CPP.update({
+    # BUG: the row loop runs over numel(), not size(0): far past both tensors' ends (a crash, not a wrong value)
+    "square_strided_rows_numel": _variant("rows_numel", twin=sol.STRIDED_TWIN.replace(
+        "row < in.size(0); ++row", "row < in.numel() * 4096; ++row")),
+    # BUG: out = m.contiguous() is m itself when m is contiguous: the squares overwrite the input
+    "square_strided_into_input": _variant("into_input", wrapper=sol.STRIDED_WRAPPER.replace(
+        "auto out = torch::empty({m.size(0), m.size(1)}, m.options());", "auto out = m.contiguous();")),
+})
+assert len(set(CPP.values())) == len(CPP), "a replacement did not apply"
+
+WRONG += [
+    (ex.IDLE_THREADS, "block axes swapped", idle_axes_swapped, ["rows=", "returned", "expected"]),
+    (ex.IDLE_THREADS, "true division", idle_true_division, ["returned", "expected"]),
+    (ex.SQUARE_STRIDED, "rows looped to numel: out of bounds", "cpp:square_strided_rows_numel",
+     ["crashed the process", "out-of-bounds"]),
+    (ex.SQUARE_STRIDED, "written into its input", "cpp:square_strided_into_input", ["changed its input m"]),
 ]

@@ -78,9 +78,63 @@ WRONG = [
     (ex.STORE_WAVEFRONTS, "a word counted twice", wavefronts_every_lane, ["returned", "expected"]),
     (ex.STORE_WAVEFRONTS, "store not transposed", wavefronts_row_major, ["returned", "expected"]),
     (ex.WAVES, "partial tiles dropped", waves_floor, ["value", "returned"]),
-    (ex.WAVES, "a full last wave counted as empty", waves_modulo, ["value 1", "returned 0.0, expected 1.0"]),
-    (ex.WAVES, "one wave too many", waves_plus_one, ["value 0", "returned"]),
+    (ex.WAVES, "a full last wave counted as empty", waves_modulo, ["busy share", "returned 0.0, expected 1.0"]),
+    (ex.WAVES, "one wave too many", waves_plus_one, ["rounds", "returned"]),
     (ex.RUNG4, "K tail dropped", "cpp:gemm_rung4_k_tail", ["values wrong"]),
     (ex.RUNG4, "accumulators kept across blocks", "cpp:gemm_rung4_acc_kept", ["values wrong"]),
     (ex.RUNG4, "B tile read transposed", "cpp:gemm_rung4_b_transposed", ["values wrong"]),
+]
+
+
+# ---- drawn from the grader's input families and invariants ------------------------------------------------
+def intensity_int_division(bm, bn):
+    return 2 * bm * bn // (4 * (bm + bn))              # BUG: integer division: 0 for bm = bn = 1
+
+
+def intensity_square_only(bm, bn):
+    return 2 * bm * bm / (4 * 2 * bm)                  # BUG: assumes bn == bm
+
+
+def wavefronts_words_not_banks(pitch, q=0):
+    words = {(4 * (lane % 2) + q) * pitch + lane // 2 for lane in range(32)}
+    return 32 // len({w % 32 for w in words})          # BUG: distinct banks, not the busiest bank's words
+
+
+def wavefronts_pitch_mod_32(pitch, q=0):
+    if pitch % 32 == 0:                                 # BUG: a special case that forgets q and the halves
+        return 16
+    return sol.transposed_store_wavefronts(pitch, q)
+
+
+def waves_slots_ignored(m, n, bm, bn, blocks_per_sm, sms=132):
+    blocks = math.ceil(m / bm) * math.ceil(n / bn)
+    rounds = math.ceil(blocks / sms)                    # BUG: blocks_per_sm ignored
+    return rounds, (blocks - (rounds - 1) * sms) / sms
+
+
+def waves_zero_for_small(m, n, bm, bn, blocks_per_sm, sms=132):
+    blocks, slots = math.ceil(m / bm) * math.ceil(n / bn), blocks_per_sm * sms
+    return blocks // slots, (blocks % slots) / slots    # BUG: less than a wave is 0 rounds
+
+
+CPP.update({
+    # BUG: the block loop over M stops after the first block row (bm < BM): M > 64 is left unwritten
+    "gemm_rung4_first_block_row": _variant("first_block_row", sol.RUNG4_TWIN.replace(
+        "bm < M; bm += BM", "bm < std::min<int64_t>(M, BM); bm += BM")),
+    # BUG: the A tile's K tail is not zero-padded: it reads the next row's first values (and past the end)
+    "gemm_rung4_a_tail_unmasked": _variant("a_tail_unmasked", sol.RUNG4_TWIN.replace(
+        "(bm + r < M && k0 + cc < K) ?", "(bm + r < M) ?")),
+})
+assert len(set(CPP.values())) == len(CPP), "a replacement did not apply"
+
+WRONG += [
+    (ex.TILE_INTENSITY, "integer division", intensity_int_division, ["bm=1, bn=1", "returned 0"]),
+    (ex.TILE_INTENSITY, "square tiles assumed", intensity_square_only, ["returned", "expected"]),
+    (ex.STORE_WAVEFRONTS, "distinct banks counted", wavefronts_words_not_banks, ["pitch=", "returned"]),
+    (ex.STORE_WAVEFRONTS, "pitch 32 special-cased", wavefronts_pitch_mod_32, ["returned 16"]),
+    (ex.WAVES, "blocks per SM ignored", waves_slots_ignored, ["busy share", "returned"]),
+    (ex.WAVES, "less than a wave is no round", waves_zero_for_small,
+     ["rounds (the 1st value you returned)", "returned 0, expected 1"]),
+    (ex.RUNG4, "first block row only", "cpp:gemm_rung4_first_block_row", ["values wrong"]),
+    (ex.RUNG4, "A's K tail not padded", "cpp:gemm_rung4_a_tail_unmasked", ["values wrong"]),
 ]

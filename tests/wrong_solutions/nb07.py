@@ -11,6 +11,7 @@ import triton.language as tl
 
 import course_utils as cu  # noqa: F401 - first: on a CPU it switches Triton to its interpreter
 from exercises import nb07 as ex
+from solutions import nb07 as sol
 from lessons.nb07_matmul import apply_activation, tile_coords
 
 
@@ -45,10 +46,12 @@ def _linear_variant(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, stride_am, stride_ak
                     stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                     ACTIVATION: tl.constexpr, BUG: tl.constexpr):
     pid_m, pid_n = tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, 8)
+    if BUG == "one column of tiles":  # the grid covers the rows of tiles only: pid_n is always 0
+        pid_m, pid_n = tl.program_id(0), 0
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16 if BUG == "fp16 acc" else tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
         kk = k * BLOCK_K + offs_k
         if BUG == "no k mask":   # the ragged last K step reads past the rows of a and b
@@ -61,7 +64,11 @@ def _linear_variant(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, stride_am, stride_ak
                         mask=(offs_m[:, None] < M) & (kk[None, :] < K), other=0.0)
             b = tl.load(b_ptr + kk[:, None] * stride_bk + offs_n[None, :] * stride_bn,
                         mask=(kk[:, None] < K) & (offs_n[None, :] < N), other=0.0)
-        acc = tl.dot(a, b, acc)
+        if BUG == "fp16 acc":    # each step's products in fp32, but summed into an fp16 accumulator
+            acc += tl.dot(a, b).to(tl.float16)
+        else:
+            acc = tl.dot(a, b, acc)
+    acc = acc.to(tl.float32)
     if BUG == "bias by row":
         bias = tl.load(bias_ptr + offs_m * stride_bias, mask=offs_m < M, other=0.0).to(tl.float32)
         acc = apply_activation(acc + bias[:, None], ACTIVATION)
@@ -83,7 +90,8 @@ def _linear(bug: str):
         (M, K), N = a.shape, b.shape[1]
         c = torch.empty((M, N), device=a.device, dtype=a.dtype)
         bm, bn, bk = cu.pick_size((128, 128, 64), (32, 32, 32))
-        _linear_variant[(triton.cdiv(M, bm) * triton.cdiv(N, bn),)](
+        tiles = triton.cdiv(M, bm) * (1 if bug == "one column of tiles" else triton.cdiv(N, bn))
+        _linear_variant[(tiles,)](
             a, b, bias, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), bias.stride(0),
             c.stride(0), c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, ACTIVATION=activation, BUG=bug)
         return c
@@ -113,6 +121,9 @@ def _split_k_variant(a_ptr, b_ptr, out_ptr, M, N, K, k_per_split, stride_am, str
         acc = tl.dot(a, b, acc)
     if BUG == "race":             # every split stores its partial into the same output: the last one wins
         out = out_ptr + offs_m[:, None] * N + offs_n[None, :]
+    elif BUG == "read add write":  # every split adds into one output with a load and a store: lost updates
+        out = out_ptr + offs_m[:, None] * N + offs_n[None, :]
+        acc += tl.load(out, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0.0)
     else:
         out = out_ptr + split * M * N + offs_m[:, None] * N + offs_n[None, :]
     tl.store(out, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
@@ -129,7 +140,8 @@ def _split_k(bug: str):
             k_per_split = triton.cdiv(K, splits)
         else:
             k_per_split = triton.cdiv(triton.cdiv(K, splits), bk) * bk
-        parts = torch.zeros((1 if bug == "race" else splits, M, N), device=a.device, dtype=torch.float32)
+        parts = torch.zeros((1 if bug in ("race", "read add write") else splits, M, N), device=a.device,
+                            dtype=a.dtype if bug == "fp16 partials" else torch.float32)  # BUG: fp16 partials
         _split_k_variant[(triton.cdiv(M, bm) * triton.cdiv(N, bn), splits)](
             a, b, parts, M, N, K, k_per_split, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
             BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, BUG=bug)
@@ -142,10 +154,34 @@ WRONG = [
     (ex.GROUPED_ORDER, "rows first inside a group", order_rows_first, ["values wrong"]),
     (ex.GROUPED_ORDER, "group_m ignored", order_row_major, ["group_m=", "values wrong"]),
     (ex.LINEAR, "bias indexed by rows", _linear("bias by row"), ["values wrong"]),
-    (ex.LINEAR, "no mask on the K steps", _linear("no k mask"), ["values wrong"]),
+    (ex.LINEAR, "no mask on the K steps", _linear("no k mask"), ["read outside the input a"]),
     (ex.LINEAR, "activation before the bias", _linear("activation first"), ["activation='", "values wrong"]),
     (ex.LINEAR, "no mask on the store", _linear("no store mask"), ["wrote outside", "past its end"]),
-    (ex.SPLIT_K, "splits race on one output", _split_k("race"), ["splits=", "values wrong"]),
+    (ex.SPLIT_K, "splits race on one output", _split_k("race"), ["splits=", "a race in _split_k_variant"]),
     (ex.SPLIT_K, "chunks overlap", _split_k("chunks overlap"), ["values wrong"]),
     (ex.SPLIT_K, "the K tail dropped", _split_k("tail dropped"), ["values wrong"]),
+]
+
+
+# ---- drawn from the grader's input families and invariants ------------------------------------------------
+def order_float_array(tiles_m, tiles_n, group_m):
+    order = np.zeros((tiles_m, tiles_n))                                    # BUG: float64, not integers
+    order[...] = sol.grouped_order(tiles_m, tiles_n, group_m)
+    return order
+
+
+def order_one_row_flat(tiles_m, tiles_n, group_m):
+    if tiles_m == 1:
+        return np.arange(tiles_n)                                           # BUG: 1-D for a single row of tiles
+    return sol.grouped_order(tiles_m, tiles_n, group_m)
+
+
+WRONG += [
+    (ex.GROUPED_ORDER, "a float array", order_float_array, ["float64"]),
+    (ex.GROUPED_ORDER, "a 1-D array for one row of tiles", order_one_row_flat, ["tiles_m=1", "shape"]),
+    (ex.LINEAR, "an fp16 accumulator", _linear("fp16 acc"), ["[limits]", "got nan"]),
+    (ex.LINEAR, "one column of tiles", _linear("one column of tiles"), ["values wrong"]),
+    (ex.SPLIT_K, "fp16 partials", _split_k("fp16 partials"), ["[limits]", "got nan"]),
+    (ex.SPLIT_K, "splits add into one output without atomics", _split_k("read add write"),
+     ["a race in _split_k_variant", "tl.atomic_add"]),
 ]

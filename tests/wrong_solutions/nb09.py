@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from exercises import nb09 as ex
+from solutions import nb09 as sol
 
 
 def widest_assumes_32_bit(ptx):
@@ -84,4 +85,53 @@ WRONG = [
     (ex.LOAD_BYTES, "vector width ignored", bytes_ignores_vectors, ["returned", "expected"]),
     (ex.LOAD_BYTES, "4 bytes per load", bytes_four_per_load, ["returned", "expected"]),
     (ex.LOAD_BYTES, "shared loads counted", bytes_counts_shared, ["returned", "expected"]),
+]
+
+
+# ---- drawn from the grader's input families and invariants ------------------------------------------------
+def widest_no_default(ptx):
+    return max(sol.widest_load_bits(line) for line in ptx.splitlines())   # BUG: max() of nothing: ValueError
+
+
+def widest_vector_right_after(ptx):
+    best = 0
+    for line in ptx.splitlines():
+        m = re.search(r"\bld\.global(\.v[24])?(?:\.[\w:]+)*\.[bfus](8|16|32|64)\b", line.split("//", 1)[0])
+        if m:                                               # BUG: .v4 only right after ld.global, not after
+            best = max(best, (int(m.group(1)[2]) if m.group(1) else 1) * int(m.group(2)))  # cache qualifiers
+    return best
+
+
+def bytes_none_when_empty(ptx):
+    total = sol.load_bytes_per_thread(ptx)
+    return total or None                                    # BUG: None, not 0, when there is no load
+
+
+def bytes_in_bits(ptx):
+    return sol.load_bytes_per_thread(ptx) * 8               # BUG: bits, not bytes
+
+
+def count_first_word(sass, opcode):
+    count = 0
+    for line in sass.splitlines():
+        words = line.split()
+        count += len(words) > 1 and words[1].split(".")[0] == opcode   # BUG: the word after the address: a
+    return count                                                        # predicate (@P0) hides the opcode
+
+
+def count_uniform_predicates_kept(sass, opcode):
+    count = 0
+    for line in sass.splitlines():
+        m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s*(?:@!?P\w+\s+)?([A-Z0-9_@!]+)", line)  # BUG: @UP0 not a predicate
+        count += bool(m) and m.group(1) == opcode
+    return count
+
+
+WRONG += [
+    (ex.WIDEST_LOAD, "max() of no loads", widest_no_default, ["raised ValueError", "max() arg is an empty sequence"]),
+    (ex.WIDEST_LOAD, ".v4 only right after ld.global", widest_vector_right_after, ["returned", "expected"]),
+    (ex.LOAD_BYTES, "None without loads", bytes_none_when_empty, ["returned None, expected 0"]),
+    (ex.LOAD_BYTES, "bits, not bytes", bytes_in_bits, ["returned", "expected"]),
+    (ex.COUNT_OPCODE, "the word after the address", count_first_word, ["returned", "expected"]),
+    (ex.COUNT_OPCODE, "uniform predicates kept", count_uniform_predicates_kept, ["@UP0", "returned"]),
 ]

@@ -142,8 +142,49 @@ WRONG = [
      ["values wrong", "strides"]),
     (ex.NORMALIZE, "missing mask", _normalize_with(normalize_no_mask_kernel), ["wrote outside", "past its end"]),
     (ex.NORMALIZE, "255 forgotten", _normalize_with(normalize_no_255_kernel), ["values wrong", "expected"]),
-    (ex.FLIP_NORMALIZE, "NCHW output", flip_normalize_nchw, ["value 1", "not channels_last"]),
-    (ex.FLIP_NORMALIZE, "flip one column off", _flip_with("off by one"), ["value 0", "values wrong", "flips"]),
-    (ex.FLIP_NORMALIZE, "rows flipped", _flip_with("rows"), ["value 0", "values wrong"]),
-    (ex.FLIP_NORMALIZE, "every image flipped", _flip_with("all"), ["value 0", "values wrong", "'no'"]),
+    (ex.FLIP_NORMALIZE, "NCHW output", flip_normalize_nchw, ["returned a float32 tensor", "not channels_last"]),
+    (ex.FLIP_NORMALIZE, "flip one column off", _flip_with("off by one"), ["read outside the input x", "flips"]),
+    (ex.FLIP_NORMALIZE, "rows flipped", _flip_with("rows"), ["values wrong"]),
+    (ex.FLIP_NORMALIZE, "every image flipped", _flip_with("all"), ["values wrong", "'no'"]),
+]
+
+
+# ---- drawn from the grader's input families and invariants ------------------------------------------------
+def busy_first_interval(intervals, window):
+    reach = min(intervals[0][0], window[0])                            # BUG: no kernel at all: IndexError
+    return sol.busy_share(intervals, (max(reach, window[0]), window[1]))
+
+
+def busy_sorts_in_place(intervals, window):
+    intervals.sort()                                                    # BUG: sorts the caller's list
+    return sol.busy_share(intervals, window)
+
+
+def _batch_stride_3c(kernel, grid_per_image=False):
+    def normalize(x, *flips, block=1024):
+        n, _, h, w = x.shape
+        fmt = torch.channels_last if flips else torch.contiguous_format
+        out = torch.empty((n, 3, h, w), dtype=torch.float32, device=x.device, memory_format=fmt)
+        if out.numel() == 0:
+            return out
+        strides = list(x.stride())
+        if not grid_per_image:
+            strides[0] = 3 * h * w                                     # BUG: images taken as packed, 3 H W apart
+        grid = (n,) if grid_per_image else (triton.cdiv(out.numel(), block),)   # BUG if per image: one block
+        kernel[grid](x, *flips, out, out.numel(), h, w, *strides, BLOCK=block)  # of each image only
+        return out
+    return normalize
+
+
+WRONG += [
+    (ex.BUSY_SHARE, "the first kernel read without a check", busy_first_interval, ["kernels []", "IndexError"]),
+    (ex.BUSY_SHARE, "the caller's list sorted", busy_sorts_in_place, ["changed its input intervals"]),
+    (ex.NORMALIZE, "a batch stride of 3 H W", _batch_stride_3c(sol.normalize_kernel),
+     ["values wrong"]),
+    (ex.NORMALIZE, "one block per image", _batch_stride_3c(sol.normalize_kernel, grid_per_image=True),
+     ["values wrong"]),
+    (ex.FLIP_NORMALIZE, "a batch stride of 3 H W", _batch_stride_3c(sol.flip_normalize_kernel),
+     ["values wrong"]),
+    (ex.FLIP_NORMALIZE, "one block per image", _batch_stride_3c(sol.flip_normalize_kernel, grid_per_image=True),
+     ["values wrong"]),
 ]

@@ -69,3 +69,45 @@ WRONG = [
     (ex.RELU_BACKWARD, "strided view read flat", lambda g, y: _launch(sol.relu_backward_kernel, g, y, False),
      ["strides (2,)", "values wrong"]),
 ]
+
+
+# ---- drawn from the grader's input families and invariants ------------------------------------------------
+def items_root_first(events, range_name):
+    root = events[0]                                                    # BUG: no events at all: IndexError
+    return sol.item_calls_in_range(events, range_name) if root else 0
+
+
+def items_three_levels(events, range_name):
+    def inside(event):
+        parent, depth = event.cpu_parent, 0
+        while parent is not None and depth < 3:                         # BUG: ranges deeper than 3 levels missed
+            if parent.name == range_name:
+                return True
+            parent, depth = parent.cpu_parent, depth + 1
+        return False
+
+    return sum(1 for e in events if e.name == "aten::item" and inside(e))
+
+
+@triton.jit
+def relu_backward_ge_kernel(grad_ptr, y_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
+    grad = tl.load(grad_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, tl.where(y >= 0, grad, tl.zeros_like(grad)), mask=mask)   # BUG: y = 0 passes
+
+
+def relu_backward_into_grad(grad, y, block=1024):
+    grad, y = grad.contiguous(), y.contiguous()                         # BUG: the result overwrites grad
+    sol.relu_backward_kernel[(triton.cdiv(grad.numel(), block),)](grad, y, grad, grad.numel(), BLOCK=block)
+    return grad
+
+
+WRONG += [
+    (ex.ITEM_CALLS, "the first event read without a check", items_root_first, ["0 events", "IndexError"]),
+    (ex.ITEM_CALLS, "ancestors up to 3 levels", items_three_levels, ["returned", "expected"]),
+    (ex.RELU_BACKWARD, "y >= 0", lambda g, y: _launch(relu_backward_ge_kernel, g, y),
+     ["[kinks]", "half of y exactly 0"]),
+    (ex.RELU_BACKWARD, "the result written over grad", relu_backward_into_grad, ["its input grad"]),
+]

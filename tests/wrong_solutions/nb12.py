@@ -76,7 +76,9 @@ def backward_variant_kernel(grad_ptr, base_ptr, lora_ptr, d_base_ptr, d_lora_ptr
     y = tl.load(base_ptr + offs, mask=mask).to(tl.float32) + scale * tl.load(lora_ptr + offs, mask=mask).to(tl.float32)
     if BUG == "at the output":
         y = activation(y, ACTIVATION)                                   # BUG: act'(act(y)), not act'(y)
-    if BUG == "gelu without y phi(y)" and ACTIVATION == "gelu":
+    if BUG == "relu at y >= 0" and ACTIVATION == "relu":
+        d = tl.where(y >= 0, 1.0, 0.0)                                  # BUG: ReLU's derivative at 0 is 0
+    elif BUG == "gelu without y phi(y)" and ACTIVATION == "gelu":
         d = 0.5 * (1.0 + tl.erf(y * 0.7071067811865476))                # BUG: only Phi(y)
     else:
         d = sol.activation_derivative(y, ACTIVATION)
@@ -113,7 +115,10 @@ def grad_b_variant_kernel(g_ptr, xa_ptr, out_ptr, T, N, R, scale, stride_gt, str
                      mask=(offs_n[:, None] < N) & t_ok[None, :], other=0.0)
         xa = tl.load(xa_ptr + t[:, None] * stride_xt + offs_r[None, :] * stride_xr,
                      mask=t_ok[:, None] & (offs_r[None, :] < R), other=0.0)
-        acc = tl.dot(gt, xa, acc)
+        if BUG == "fp16 tile sums":          # BUG: each tile's sum in fp16 (within 1e-2, unless it overflows)
+            acc += tl.dot(gt, xa, out_dtype=tl.float16).to(tl.float32)
+        else:
+            acc = tl.dot(gt, xa, acc)
     out = out_ptr + offs_n[:, None] * R + offs_r[None, :]
     tl.store(out, (acc * scale).to(out_ptr.dtype.element_ty), mask=(offs_n[:, None] < N) & (offs_r[None, :] < R))
 
@@ -123,7 +128,8 @@ def _grad_b_with(bug):
         (T, N), R = g.shape, xa.shape[1]
         out = torch.empty((N, R), dtype=g.dtype, device=g.device)
         stride_gt, stride_gn = (N, 1) if bug == "strides assumed" else g.stride()  # BUG: g taken as contiguous
-        grad_b_variant_kernel[(triton.cdiv(N, 32),)](g, xa, out, T, N, R, float(scale), stride_gt, stride_gn,
+        grid = (1,) if bug == "one program" else (triton.cdiv(N, 32),)   # BUG (one program): 32 rows of dB
+        grad_b_variant_kernel[grid](g, xa, out, T, N, R, float(scale), stride_gt, stride_gn,
                                                      xa.stride(0), xa.stride(1), BLOCK_N=32, BLOCK_T=32,
                                                      BLOCK_R=max(16, triton.next_power_of_2(R)), BUG=bug)
         return out
@@ -135,19 +141,57 @@ def grad_b_transposed(g, xa, scale):
 
 
 WRONG = [
-    (ex.ADD_MUL_TANH, "tanh from exp(2y)", _tanh_with("exp(2y)"), ["got nan", "inf / inf", "randn x 30"]),
+    (ex.ADD_MUL_TANH, "tanh from exp(2y)", _tanh_with("exp(2y)"), ["got nan", "inf / inf"]),
     (ex.ADD_MUL_TANH, "missing mask", _tanh_with("no mask"), ["wrote outside", "past its end"]),
     (ex.ADD_MUL_TANH, "strided view read flat", _tanh_with("", contiguous=False), ["strides", "values wrong"]),
     (ex.ADD_MUL_TANH, "scale on base", _tanh_with("scale on base"), ["values wrong", "scale="]),
     (ex.ADD_MUL_ACT_BACKWARD, "derivative at the output", _backward_with("at the output"),
-     ["value 0", "values wrong", "activation="]),
+     ["d_base (the 1st value you returned)", "values wrong", "activation="]),
     (ex.ADD_MUL_ACT_BACKWARD, "d_lora without the scale", _backward_with("d_lora without scale"),
-     ["value 1", "values wrong", "scale="]),
+     ["d_lora (the 2nd value you returned)", "values wrong", "scale="]),
     (ex.ADD_MUL_ACT_BACKWARD, "GELU's derivative without y phi(y)", _backward_with("gelu without y phi(y)"),
-     ["value 0", "values wrong", "activation='gelu'"]),
+     ["d_base", "values wrong", "activation='gelu'"]),
     (ex.ADD_MUL_ACT_BACKWARD, "missing mask", _backward_with("no mask"), ["wrote outside", "past its end"]),
-    (ex.LORA_GRAD_B, "no mask on the last tokens", _grad_b_with("no token mask"), ["got nan", "a load outside"]),
+    (ex.LORA_GRAD_B, "no mask on the last tokens", _grad_b_with("no token mask"),
+     ["read outside the input g", "a load outside an input"]),
     (ex.LORA_GRAD_B, "g's strides assumed", _grad_b_with("strides assumed"), ["g: ", "float16 (", "strides"]),
     (ex.LORA_GRAD_B, "round-down loop over the tokens", _grad_b_with("round-down loop"), ["values wrong"]),
     (ex.LORA_GRAD_B, "dB transposed", grad_b_transposed, ["returned shape", "instead of"]),
+]
+
+
+# ---- drawn from the grader's input families and invariants ------------------------------------------------
+def tanh_one_program(base, lora, scale):
+    base, lora = base.contiguous(), lora.contiguous()
+    out = torch.empty(base.shape, dtype=base.dtype, device=base.device)
+    tanh_variant_kernel[(1,)](base, lora, out, float(scale), out.numel(), BLOCK=4096, BUG="")  # BUG: one program
+    return out
+
+
+def tanh_into_base(base, lora, scale):
+    base, lora = base.contiguous(), lora.contiguous()
+    block = 4096 // base.element_size()                                  # BUG: the result overwrites base
+    tanh_variant_kernel[(triton.cdiv(base.numel(), block),)](base, lora, base, float(scale), base.numel(),
+                                                             BLOCK=block, BUG="")
+    return base
+
+
+def _backward_into_base(grad, base, lora, scale, activation):
+    grad, base, lora = grad.contiguous(), base.contiguous(), lora.contiguous()
+    d_lora = torch.empty_like(base)                                     # BUG: d_base written over base
+    block = 4096 // base.element_size()
+    backward_variant_kernel[(triton.cdiv(base.numel(), block),)](
+        grad, base, lora, base, d_lora, float(scale), base.numel(), BLOCK=block, ACTIVATION=activation, BUG="")
+    return base, d_lora
+
+
+WRONG += [
+    (ex.ADD_MUL_TANH, "one program of 4096", tanh_one_program, ["[programs]", "values wrong"]),
+    (ex.ADD_MUL_TANH, "the result written over base", tanh_into_base, ["changed its input base"]),
+    (ex.ADD_MUL_ACT_BACKWARD, "ReLU's derivative at y >= 0", _backward_with("relu at y >= 0"),
+     ["activation='relu'", "expected 0", "d_base (the 1st value you returned)"]),
+    (ex.ADD_MUL_ACT_BACKWARD, "the result written over base", _backward_into_base,
+     ["changed its input base"]),
+    (ex.LORA_GRAD_B, "an fp16 accumulator", _grad_b_with("fp16 tile sums"), ["values wrong"]),
+    (ex.LORA_GRAD_B, "one program", _grad_b_with("one program"), ["values wrong"]),
 ]

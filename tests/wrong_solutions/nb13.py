@@ -83,8 +83,13 @@ def diou_variant_kernel(p_ptr, t_ptr, mask_ptr, sums_ptr, counts_ptr, n, M, sp0,
         loss = loss * valid.to(tl.float32)                             # NaN * 0 is NaN
     else:
         loss = tl.where(valid, loss, 0.0)
-    tl.store(sums_ptr + tl.program_id(0), tl.sum(loss, axis=0))
-    tl.store(counts_ptr + tl.program_id(0), tl.sum(valid.to(tl.int32), axis=0))
+    slot = 0 if BUG == "one slot" else tl.program_id(0)                # BUG (one slot): every program adds
+    if BUG == "one slot":                                               # into slot 0 with a load and a store
+        tl.store(sums_ptr, tl.load(sums_ptr) + tl.sum(loss, axis=0))
+        tl.store(counts_ptr, tl.load(counts_ptr) + tl.sum(valid.to(tl.int32), axis=0))
+    else:
+        tl.store(sums_ptr + slot, tl.sum(loss, axis=0))
+        tl.store(counts_ptr + slot, tl.sum(valid.to(tl.int32), axis=0))
 
 
 def _diou_with(bug, divide=None):
@@ -93,8 +98,11 @@ def _diou_with(bug, divide=None):
         sums = torch.zeros(tiles, dtype=torch.float32, device=pred.device)
         counts = torch.zeros(tiles, dtype=torch.int32, device=pred.device)
         if n:
+            sp, st = list(pred.stride()), list(target.stride())
+            if bug == "packed images":                                  # BUG: images taken as M boxes apart
+                sp[0], st[0] = mask.shape[1] * sp[1], mask.shape[1] * st[1]
             diou_variant_kernel[(tiles,)](pred, target, mask.contiguous(), sums, counts, n, mask.shape[1],
-                                          *pred.stride(), *target.stride(), EPS=sol.EPS, BLOCK=block, BUG=bug)
+                                          *sp, *st, EPS=sol.EPS, BLOCK=block, BUG=bug)
         if divide == "slots":
             return sums.sum() / max(n, 1)                               # BUG: the padding counted in the mean
         if divide == "count":
@@ -165,8 +173,11 @@ def _grad_with(bug):
         n = mask.numel()
         if n:
             count = mask.sum(dtype=torch.int32).reshape(1)
-            grad_variant_kernel[(triton.cdiv(n, block),)](pred, target, mask.contiguous(), count, grad, n,
-                                                          mask.shape[1], *pred.stride(), *target.stride(),
+            sp, st = list(pred.stride()), list(target.stride())
+            if bug == "packed images":                                  # BUG: images taken as M boxes apart
+                sp[0], st[0] = mask.shape[1] * sp[1], mask.shape[1] * st[1]
+            grid = (1,) if bug == "one program" else (triton.cdiv(n, block),)   # BUG (one program): n <= block?
+            grad_variant_kernel[grid](pred, target, mask.contiguous(), count, grad, n, mask.shape[1], *sp, *st,
                                                           EPS=sol.EPS, BLOCK=block, BUG=bug)
         return grad
     return giou_grad_target
@@ -188,4 +199,32 @@ WRONG = [
     (ex.GIOU_GRAD_TARGET, "padding masked by multiplying", _grad_with("mask by multiplying"),
      ["got nan", "padding nan"]),
     (ex.GIOU_GRAD_TARGET, "mean over every slot", _grad_with("mean over every slot"), ["values wrong"]),
+]
+
+
+# ---- drawn from the grader's input families and invariants ------------------------------------------------
+def iou_input_dtype(pred, target, block=512):
+    out = torch.empty(pred.shape[0], dtype=pred.dtype, device=pred.device)   # BUG: float32 is asked for
+    if out.numel():
+        sol.box_iou_kernel[(triton.cdiv(out.numel(), block),)](pred, target, out, out.numel(), *pred.stride(),
+                                                               *target.stride(), EPS=sol.EPS, BLOCK=block)
+    return out
+
+
+def iou_one_program(pred, target, block=512):
+    out = torch.empty(pred.shape[0], dtype=torch.float32, device=pred.device)
+    if out.numel():                                                      # BUG: one program, whatever n
+        sol.box_iou_kernel[(1,)](pred, target, out, out.numel(), *pred.stride(), *target.stride(), EPS=sol.EPS,
+                                 BLOCK=block)
+    return out
+
+
+WRONG += [
+    (ex.BOX_IOU, "the input's dtype for the result", iou_input_dtype, ["float16", "float32"]),
+    (ex.BOX_IOU, "one program", iou_one_program, ["values wrong"]),
+    (ex.DIOU_LOSS, "every program adds into one slot", _diou_with("one slot"),
+     ["a race in diou_variant_kernel", "tl.atomic_add"]),
+    (ex.DIOU_LOSS, "images taken as packed", _diou_with("packed images"), ["[gaps]", "expected"]),
+    (ex.GIOU_GRAD_TARGET, "images taken as packed", _grad_with("packed images"), ["[gaps]", "values wrong"]),
+    (ex.GIOU_GRAD_TARGET, "one program", _grad_with("one program"), ["[programs]", "never written"]),
 ]

@@ -48,9 +48,13 @@ def scales_variant_kernel(x_ptr, out_ptr, n_cols, stride_r, stride_c, BLOCK: tl.
     cols = tl.arange(0, BLOCK)
     amax = tl.full([BLOCK], float("-inf") if BUG == "max" else 0.0, dtype=tl.float32)
     end = BLOCK if BUG == "first block only" else n_cols                # BUG: the rest of a long row is ignored
+    if BUG == "whole blocks only":
+        end = n_cols - BLOCK + 1                                        # BUG: the last partial block is skipped
     for start in range(0, end, BLOCK):
         x = tl.load(x_ptr + row * stride_r + (start + cols) * stride_c, mask=start + cols < n_cols,
                     other=float("-inf") if BUG == "max" else 0.0).to(tl.float32)
+        if BUG == "sqrt of the square":                                 # BUG: x * x in the input dtype
+            x = tl.sqrt((x.to(x_ptr.dtype.element_ty) * x.to(x_ptr.dtype.element_ty)).to(tl.float32))
         amax = tl.maximum(amax, x if BUG == "max" else tl.abs(x))      # BUG (max): -5 beats 3 in magnitude
     scale = tl.max(amax, axis=0) / 448.0
     tl.store(out_ptr + row, scale if BUG == "no floor" else tl.maximum(scale, 1e-12))  # BUG: zeros give 0
@@ -91,6 +95,9 @@ def fp8_variant_kernel(a_ptr, w_ptr, c_ptr, a_scale_ptr, w_scale_ptr, M, N, K, s
         acc = acc * tl.load(a_scale_ptr + cols, mask=cols < N, other=0.0)[None, :]
     elif BUG == "one scale":                                            # BUG: the per-tensor formula
         acc = acc * (tl.load(a_scale_ptr) * tl.load(w_scale_ptr))
+    elif BUG == "unmasked scales":                                      # BUG: the edge tiles' scale loads run
+        acc = acc * tl.load(a_scale_ptr + rows)[:, None]                # past the scales (the rows they feed
+        acc = acc * tl.load(w_scale_ptr + cols)[None, :]                # are never stored: no value shows it)
     else:
         acc = acc * tl.load(a_scale_ptr + rows, mask=rows < M, other=0.0)[:, None]
         acc = acc * tl.load(w_scale_ptr + cols, mask=cols < N, other=0.0)[None, :]
@@ -102,7 +109,8 @@ def _fp8_with(bug):
     def matmul_fp8_rowwise(a_q, w_q, a_scale, w_scale):
         (M, K), N = a_q.shape, w_q.shape[0]
         c = torch.empty((M, N), dtype=torch.bfloat16, device=a_q.device)
-        fp8_variant_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](
+        grid = (triton.cdiv(M, 32), 1 if bug == "one column of tiles" else triton.cdiv(N, 32))
+        fp8_variant_kernel[grid](
             a_q, w_q, c, a_scale, w_scale, M, N, K, a_q.stride(0), a_q.stride(1), w_q.stride(0), w_q.stride(1),
             BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, BUG=bug)
         return c
@@ -119,8 +127,33 @@ WRONG = [
     (ex.FP8_ROW_SCALES, "no floor for a row of zeros", _scales_with("no floor"), ["got 0", "a row of zeros"]),
     (ex.FP8_ROW_SCALES, "the first block of each row only", _scales_with("first block only"), ["values wrong"]),
     (ex.FP8_ROW_SCALES, "the width as the row stride", _scales_with("width as row stride"), ["strides", "wrong"]),
-    (ex.MATMUL_FP8_ROWWISE, "scales swapped", _fp8_with("scales swapped"), ["values wrong", "a_scale"]),
+    (ex.MATMUL_FP8_ROWWISE, "scales swapped", _fp8_with("scales swapped"), ["a_scale"]),
     (ex.MATMUL_FP8_ROWWISE, "one scale per tensor", _fp8_with("one scale"), ["values wrong"]),
-    (ex.MATMUL_FP8_ROWWISE, "no mask on K", _fp8_with("no K mask"), ["values wrong", "a_q: fp8 e4m3"]),
+    (ex.MATMUL_FP8_ROWWISE, "no mask on K", _fp8_with("no K mask"), ["read outside the input", "a_q: fp8 e4m3"]),
     (ex.MATMUL_FP8_ROWWISE, "W read as K x N", _fp8_with("W as K x N"), ["values wrong"]),
+]
+
+
+# ---- drawn from the grader's input families and invariants ------------------------------------------------
+def plan_idle_steps(m, n, k, block_n, block_k, split_k):
+    plan = sol.split_k_plan(m, n, k, block_n, block_k, split_k)
+    tiles = plan["grid"][0] * plan["grid"][1]
+    spare = split_k * plan["k_steps"] - triton.cdiv(k, block_k)         # BUG: idle K steps, not idle programs
+    return {**plan, "idle_programs": tiles * spare}
+
+
+def plan_grid_list(m, n, k, block_n, block_k, split_k):
+    plan = sol.split_k_plan(m, n, k, block_n, block_k, split_k)
+    return {**plan, "grid": list(plan["grid"])}                         # BUG: a list where a tuple is asked for
+
+
+WRONG += [
+    (ex.SPLIT_K_PLAN, "idle K steps counted", plan_idle_steps, ["'idle_programs'", "expected"]),
+    (ex.SPLIT_K_PLAN, "the grid as a list", plan_grid_list, ["'grid': [", "expected"]),
+    (ex.FP8_ROW_SCALES, "|x| as the root of x * x in the input dtype", _scales_with("sqrt of the square"),
+     ["values wrong"]),
+    (ex.FP8_ROW_SCALES, "whole blocks only", _scales_with("whole blocks only"), ["values wrong"]),
+    (ex.MATMUL_FP8_ROWWISE, "unmasked scale loads", _fp8_with("unmasked scales"),
+     ["read outside the input a_scale", "unmasked load of a scale"]),
+    (ex.MATMUL_FP8_ROWWISE, "one column of tiles", _fp8_with("one column of tiles"), ["values wrong"]),
 ]

@@ -1,0 +1,243 @@
+"""The grader's own checks (course_utils.grading): input families, invariants, races, out-of-bounds reads, the
+GPU compile check, crashes and deadlines, and the words of its messages, on small exercises made here."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+from hypothesis import strategies as st
+
+import course_utils as cu  # noqa: F401 - first: on a CPU it switches Triton to its interpreter
+from course_utils import grading
+from course_utils.grading import FAMILIES, Exercise, Inputs, grade
+from exercises import case, guarded_values, kinks, randn, values
+
+NOTEBOOKS = ("nb03", "nb04", "nb05", "nb06", "nb07", "nb08", "nb09", "nb10", "nb11", "nb12", "nb13", "nb14")
+interpreter_only = pytest.mark.skipif(cu.HAS_CUDA, reason="the interpreter's hooks: a CPU grading")
+
+
+def _vector(n: int = 37):
+    return st.just(Inputs(lambda: (guarded_values(randn(n)),), f"x: float32 ({n},)"))
+
+
+def _double(x):
+    return 2 * x
+
+
+DOUBLE = Exercise("t.1 double", "double(x) = 2 x, a new tensor", _double, _vector(), examples=(3, 3))
+
+
+def _exercise(**kwargs) -> Exercise:
+    return Exercise(**{"name": "t.1 double", "task": "2 x", "reference": _double, "inputs": _vector(),
+                       "examples": (3, 3), **kwargs})
+
+
+# ---- families ------------------------------------------------------------------------------------------------
+def test_every_exercise_of_03_to_14_declares_known_families():
+    for nb in NOTEBOOKS:
+        module = importlib.import_module(f"exercises.{nb}")
+        for exercise in (v for v in vars(module).values() if isinstance(v, Exercise)):
+            assert exercise.families, f"{exercise.name} declares no input family"
+            assert set(exercise.families) <= set(FAMILIES), exercise.name
+            for family, inputs in exercise.family_cases():
+                assert isinstance(inputs, Inputs) and inputs.make(), (exercise.name, family)
+
+
+def test_unknown_families_are_refused():
+    with pytest.raises(ValueError, match="unknown input families"):
+        grade(_exercise(families={"tiny": lambda: []}), _double, quiet=True)
+
+
+def test_family_cases_run_and_are_named():
+    only_odd = lambda x: 2 * x if x.numel() % 2 else 3 * x  # noqa: E731 - wrong on even lengths only
+    exercise = _exercise(families={"edges": lambda: [case("x: float32 (4,)", values(randn(4)))]})
+    report = grade(exercise, only_odd, quiet=True)
+    assert report.status == "FAILED" and "x: float32 (4,) [edges]" in report.message, report
+
+
+def test_kinks_and_gaps_helpers():
+    k = kinks(torch.arange(1.0, 13.0))
+    assert int((k == 0).sum()) == 6 and k[3] == k[2] and k[7] == k[6]
+    v = guarded_values(torch.arange(24.0).view(2, 3, 4), "gaps")
+    assert v.stride(0) > v.shape[1] * v.stride(1) and torch.equal(v.cpu(), torch.arange(24.0).view(2, 3, 4))
+
+
+def test_programs_family_passes_the_small_block_to_a_function_that_takes_it():
+    seen = []
+
+    def double(x, block=1024):
+        seen.append(block)
+        return 2 * x
+
+    exercise = _exercise(block={"block": 16}, families={"programs": lambda: [case("x (block=16)", values(randn(40)))]})
+    assert grade(exercise, double, quiet=True).passed
+    assert seen[-1] == (1024 if cu.HAS_CUDA else 16) and set(seen[:-1]) == {1024}
+
+
+# ---- invariants ----------------------------------------------------------------------------------------------
+def test_an_input_changed_by_the_call_fails():
+    report = grade(DOUBLE, lambda x: x.mul_(2), quiet=True)
+    assert "changed its input x" in report.message, report
+
+
+def test_a_view_of_an_input_fails_unless_the_task_writes_it():
+    report = grade(_exercise(reference=lambda x: x), lambda x: x[:], quiet=True)
+    assert "returned a view of its input x" in report.message, report
+    assert grade(_exercise(reference=lambda x: x, writes=(0,)), lambda x: x, quiet=True).passed
+
+
+def test_layout_as_the_task_says():
+    transposed = _exercise(reference=lambda x: x.view(-1, 1).expand(-1, 3).contiguous(), layout="contiguous")
+    report = grade(transposed, lambda x: x.view(1, -1).expand(3, -1).clone().t(), quiet=True)
+    assert "not contiguous as the task asks" in report.message, report
+
+
+def test_out_never_written_is_said():
+    def reference(x, out):
+        return out.copy_(2 * x)
+
+    inputs = st.just(Inputs(lambda: (guarded_values(randn(9)), guarded_values(randn(9, seed=1))), "x, out"))
+    exercise = Exercise("t.2 into", "out = 2 x", reference, inputs, examples=(2, 2), writes=(1,),
+                        output=lambda args, returned: args[1])
+    report = grade(exercise, lambda x, out: 2 * x, quiet=True)
+    assert "out was never written" in report.message, report
+
+
+def test_messages_name_the_returned_value_and_the_failing_element():
+    inputs = st.just(Inputs(lambda: (guarded_values(randn(6)),), "x: float32 (6,)"))
+    exercise = Exercise("t.3 pair", "(x, 2 x)", lambda x: (x.clone(), 2 * x), inputs, examples=(2, 2),
+                        returns=("same", "double"))
+
+    def wrong(x):
+        d = 2 * x
+        d[1] += 0.5
+        d[4] += 3.0
+        return x.clone(), d
+
+    report = grade(exercise, wrong, quiet=True)
+    assert "double (the 2nd value you returned)" in report.message, report
+    assert "the first at index (1,)" in report.message and "(error 0.5)" in report.message, report
+    assert "the largest error, 3, at index (4,)" in report.message, report
+
+
+def test_grouped_order_takes_any_array_of_integers():
+    ex = importlib.import_module("exercises.nb07").GROUPED_ORDER
+    sol = importlib.import_module("solutions.nb07").grouped_order
+    assert grade(ex, lambda *a: sol(*a).astype(np.int32), quiet=True).passed
+    assert grade(ex, lambda *a: sol(*a).tolist(), quiet=True).passed
+    assert not grade(ex, lambda *a: sol(*a).astype(np.float64), quiet=True).passed
+
+
+# ---- the interpreter's hooks: reads outside, races ---------------------------------------------------------------
+@triton.jit
+def _copy_unmasked_load_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)  # past the end on the last block, but only into lanes never stored
+    tl.store(out_ptr + offs, 2 * x, mask=offs < n)
+
+
+@triton.jit
+def _sum_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, ATOMIC: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    s = tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0)
+    if ATOMIC:
+        tl.atomic_add(out_ptr, s)
+    else:
+        tl.store(out_ptr, tl.load(out_ptr) + s)
+
+
+@interpreter_only
+def test_a_load_outside_an_input_fails_even_when_its_lanes_are_not_stored():
+    def double(x):
+        out = torch.empty_like(x)
+        _copy_unmasked_load_kernel[(triton.cdiv(x.numel(), 16),)](x, out, x.numel(), BLOCK=16)
+        return out
+
+    report = grade(DOUBLE, double, quiet=True)
+    assert "read outside the input x: 11 active lane(s) past its end" in report.message, report
+
+
+@interpreter_only
+def test_a_reduction_without_atomics_is_a_race():
+    inputs = st.just(Inputs(lambda: (guarded_values(randn(50)),), "x: float32 (50,)"))
+    exercise = Exercise("t.4 sum", "sum", lambda x: x.double().sum().float(), inputs, rtol=1e-5, atol=1e-5,
+                        examples=(2, 2))
+
+    def total(atomic):
+        def vector_sum(x):
+            out = torch.zeros((), dtype=torch.float32)
+            _sum_kernel[(triton.cdiv(x.numel(), 16),)](x, out, x.numel(), BLOCK=16, ATOMIC=atomic)
+            return out
+        return vector_sum
+
+    report = grade(exercise, total(False), quiet=True)
+    assert "a race in _sum_kernel: programs (0,) and (1,)" in report.message, report
+    assert grade(exercise, total(True), quiet=True).passed
+
+
+# ---- the GPU compile check --------------------------------------------------------------------------------------
+@triton.jit
+def _loop_dtype_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    acc = 0
+    for _ in range(0, 2):
+        acc = acc + x  # int, then a float tile: fine in the interpreter, not for the compiler
+    tl.store(out_ptr + offs, acc, mask=offs < n)
+
+
+@interpreter_only
+def test_a_kernel_the_compiler_refuses_fails_with_its_message():
+    def four_times(x):
+        out = torch.empty_like(x)
+        _loop_dtype_kernel[(triton.cdiv(x.numel(), 16),)](x, out, x.numel(), BLOCK=16)
+        return out
+
+    report = grade(_exercise(reference=lambda x: 2 * x), four_times, quiet=True)
+    assert report.status == "FAILED", report
+    assert "Triton cannot compile _loop_dtype_kernel for sm_80" in report.message, report
+    start = time.perf_counter()
+    assert grade(_exercise(reference=lambda x: 2 * x), four_times, quiet=True).message == report.message
+    assert time.perf_counter() - start < 2, "the compile check's result is cached"
+
+
+# ---- crashes and deadlines ---------------------------------------------------------------------------------------
+@pytest.mark.skipif(cu.HAS_CUDA or not hasattr(os, "fork"), reason="the child process of a CPU grading")
+def test_a_crash_in_an_isolated_exercise_fails_the_case_not_the_process():
+    def crash(x):
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    report = grade(_exercise(isolate=True), crash, quiet=True)
+    assert "your extension crashed the process (signal 11 (SIGSEGV))" in report.message, report
+    assert "out-of-bounds write" in report.message
+    assert grade(_exercise(isolate=True), _double, quiet=True).passed
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_every_case_has_a_deadline(isolate):
+    if isolate and (cu.HAS_CUDA or not hasattr(os, "fork")):
+        pytest.skip("the child process of a CPU grading")
+
+    def slow(x):
+        time.sleep(5)
+        return 2 * x
+
+    start = time.perf_counter()
+    report = grade(_exercise(seconds=0.5, isolate=isolate), slow, quiet=True)
+    assert "case 1 timed out after 0.5 s" in report.message, report
+    assert time.perf_counter() - start < 3, "no shrinking after a timeout"
+
+
+def test_unfilled_stubs_stay_not_attempted_in_a_child():
+    def stub(x):
+        raise NotImplementedError
+
+    assert grade(_exercise(isolate=True), stub, quiet=True).status == grading.NOT_ATTEMPTED
