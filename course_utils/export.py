@@ -58,6 +58,7 @@ def show(what: object, *, section: str | None = None) -> None:
     the learner reads the code where it is taught. Displays highlighted code in Jupyter (prints it elsewhere).
     """
     import inspect
+    import textwrap
 
     if isinstance(what, (str, Path)):
         path = Path(what) if Path(what).is_absolute() else PROJECT_DIR / what
@@ -76,7 +77,7 @@ def show(what: object, *, section: str | None = None) -> None:
         if begin is None:
             raise ValueError(f"section: no line holds {section!r}")
         end = next((i for i in range(begin + 1, len(lines)) if f"{section}:end" in lines[i]), len(lines))
-        text = "\n".join(lines[begin + 1:end])
+        text = textwrap.dedent("\n".join(lines[begin + 1:end]))  # a section inside a function reads unindented
     text = text.strip("\n")
     try:
         from IPython.display import Markdown, display

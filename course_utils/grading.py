@@ -80,6 +80,12 @@ class Inputs:
     make: Callable[[], tuple]
     about: str
 
+    def __post_init__(self) -> None:
+        if not callable(self.make):
+            raise TypeError(f"Inputs.make must be a function returning the arguments, got {type(self.make).__name__}")
+        if not isinstance(self.about, str):
+            raise TypeError(f"Inputs.about must be a str that says what the inputs are, got {type(self.about).__name__}")
+
     def __repr__(self) -> str:
         return self.about
 
@@ -114,6 +120,32 @@ class Exercise:
     isolate: bool = False
     seconds: float | None = None
     archs: tuple[str, ...] = COMPILE_ARCHS  # what a CPU grading compiles the learner's Triton kernels for
+
+    def __post_init__(self) -> None:
+        for name in ("name", "task"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise TypeError(f"Exercise.{name} must be a non-empty str, got {getattr(self, name)!r}")
+        if not callable(self.reference):
+            raise TypeError(f"{self.name}: Exercise.reference must be the reference function, got "
+                            f"{type(self.reference).__name__}")
+        if not isinstance(self.inputs, st.SearchStrategy):
+            raise TypeError(f"{self.name}: Exercise.inputs must be a hypothesis strategy of Inputs, got "
+                            f"{type(self.inputs).__name__}")
+        if not isinstance(self.families, Mapping) or not all(callable(f) for f in self.families.values()):
+            raise TypeError(f"{self.name}: Exercise.families must map a family's name to a function returning its cases")
+        unknown = set(self.families) - set(FAMILIES)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown input families {sorted(unknown)}; known: {sorted(FAMILIES)}")
+        if (not isinstance(self.examples, tuple) or len(self.examples) != 2
+                or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in self.examples)):
+            raise ValueError(f"{self.name}: Exercise.examples must be (cases on a CPU, on a GPU), two ints >= 1, "
+                             f"got {self.examples!r}")
+        if self.layout not in (None, "contiguous", "channels_last"):
+            raise ValueError(f"{self.name}: Exercise.layout must be None, 'contiguous' or 'channels_last', "
+                             f"got {self.layout!r}")
+        if self.seconds is not None and not (isinstance(self.seconds, (int, float)) and 0 < self.seconds < math.inf):
+            raise ValueError(f"{self.name}: Exercise.seconds must be a number of seconds > 0 (or None), "
+                             f"got {self.seconds!r}")
 
     def family_cases(self) -> list[tuple[str, Inputs]]:
         """(family, case) for every case of every declared family, in the order declared."""
@@ -150,6 +182,10 @@ class _Stop(BaseException):
 
 def guard(t: torch.Tensor, fill: float = math.nan, copy: bool = True, pad: int | None = None) -> torch.Tensor:
     """``t`` (shape, strides and, if ``copy``, values) in a new buffer that holds ``fill`` around it."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"t must be a torch.Tensor, got {type(t).__name__}")
+    if pad is not None and (not isinstance(pad, (int, np.integer)) or isinstance(pad, bool) or pad < 0):
+        raise ValueError(f"pad must be a whole number of elements >= 0 (or None), got {pad!r}")
     pad = pad or 4096 + 64 * max(t.stride(), default=0)  # room for a block, or 64 rows of a tile, past either end
     span = 1 + sum((s - 1) * d for s, d in zip(t.shape, t.stride())) if t.numel() else 0
     buf = torch.full((span + 2 * pad,), fill, dtype=t.dtype, device=t.device)
@@ -674,6 +710,11 @@ def compile_check(launches: list, archs: Sequence[str] = COMPILE_ARCHS) -> str:
     else the first compiler error, in a line. Results are cached in CACHE_DIR by kernel source and signature."""
     from course_utils.kernel_inspect import compile_triton_jobs
 
+    if not isinstance(launches, (list, tuple)) or not all(isinstance(j, tuple) and len(j) == 4 for j in launches):
+        raise TypeError("launches must be a list of (kernel, signature, constexprs, options), as the grader records "
+                        f"them; got {type(launches).__name__}")
+    if isinstance(archs, str) or not all(isinstance(a, str) and re.fullmatch(r"sm_\d+a?", a) for a in archs):
+        raise ValueError(f"archs must be a list of architectures like 'sm_90', got {archs!r}")
     cached, todo, keys = _load_compiled(), [], []
     for kernel, signature, constexprs, options in _pick_launches(launches):
         for arch in archs:
@@ -720,6 +761,8 @@ def grade(exercise: Exercise, fn: Callable[..., Any] | None, *, quiet: bool = Fa
 
     ``fn`` None, or raising NotImplementedError (an unfilled stub), is "not attempted yet", not a failure.
     """
+    if not isinstance(exercise, Exercise):
+        raise TypeError(f"grade needs an Exercise (the exercise to grade) first, got {type(exercise).__name__}")
     if fn is not None and not callable(fn):
         raise TypeError(f"grade needs the function you wrote (or None), got {type(fn).__name__}")
     start, cases, status, message = time.perf_counter(), [], "passed" if fn else NOT_ATTEMPTED, ""

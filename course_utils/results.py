@@ -160,13 +160,16 @@ class Target:
     def judges(self, notebook: str, headline: Headline) -> bool:
         return (notebook, headline.what, headline.baseline) == (self.notebook, self.what, self.baseline)
 
+    def goal(self) -> str:
+        """e.g. '>= 1.02x', with the note where the goal spans several headlines."""
+        bound = f"{self.at_least:.2f}x" if self.unit == "x" else f"{format_figure(self.at_least)} {self.unit}"
+        return f">= {bound}" + (f", {self.note}" if self.note else "")
+
     def verdict(self, headline: Headline) -> str:
         """e.g. '>= 1.02x: missed', judged on the unrounded figure."""
         measured = headline.ratio if self.unit == "x" else headline.value
         met = measured is not None and measured >= self.at_least
-        bound = f"{self.at_least:.2f}x" if self.unit == "x" else f"{format_figure(self.at_least)} {self.unit}"
-        note = f", {self.note}" if self.note else ""
-        return f">= {bound}{note}: {'met' if met else 'missed'}"
+        return f"{self.goal()}: {'met' if met else 'missed'}"
 
 
 def load_targets(path: Path = TARGETS_PATH) -> list[Target]:
@@ -232,6 +235,12 @@ def load_results(path: Path | str) -> SavedResults:
                         [Headline(**h) for h in record["headlines"]])
 
 
+def _link(notebook: str) -> str:
+    """The README's link to a notebook or a deep dive (a stem like '14b_...')."""
+    folder = "notebooks/deep_dives" if re.match(r"\d\d[a-z]_", notebook) else "notebooks"
+    return f"[{notebook[:3].rstrip('_')}]({folder}/{notebook}.ipynb)"
+
+
 def figures_table(results_dir: Path, device: str, targets: Sequence[Target] = ()) -> str:
     """The markdown table of every headline saved for ``device``, ordered by notebook, each judged by
     its target where an issue set one; a target that judges none of its notebook's headlines is an error."""
@@ -248,13 +257,16 @@ def figures_table(results_dir: Path, device: str, targets: Sequence[Target] = ()
             judged = [t for t in targets if t.judges(saved.notebook, h)]
             used.update(judged)
             verdicts = "; ".join(t.verdict(h) for t in judged) or "-"
-            rows.append([f"[{saved.notebook[:2]}](notebooks/{saved.notebook}.ipynb)", h.what, *h.table_cells(),
-                         verdicts, machine])
+            rows.append([_link(saved.notebook), h.what, *h.table_cells(), verdicts, machine])
     saved_notebooks = {path.stem for path in paths}  # a notebook not run on this device has nothing to judge
     unused = [t for t in targets if t not in used and t.notebook in saved_notebooks]
     if unused:
         raise ValueError("targets that judge no saved headline (renamed?): "
                          + "; ".join(f"{t.notebook}: {t.what!r} vs {t.baseline!r}" for t in unused))
+    for t in targets:  # a goal whose notebook has no run on this device yet: listed, not judged
+        if t.notebook not in saved_notebooks:
+            rows.append([_link(t.notebook), t.what, "not yet measured on this GPU", t.baseline or "-", "-", t.goal(),
+                         "-"])
     header = ["notebook", "what", "figure", "baseline (same run)", "ratio", "course goal", "measured on"]
     if len(machines) == 1:  # say it once rather than on every row
         header, rows = header[:-1], [r[:-1] for r in rows]

@@ -10,7 +10,7 @@ import torch
 from hypothesis import strategies as st
 
 from course_utils.grading import Exercise, Inputs
-from exercises import sizes
+from exercises import case, sizes
 
 # ---- Exercise 1: effective bandwidth ---------------------------------------------------------------------
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.int64)
@@ -30,10 +30,20 @@ def _effective_gbps(n: int, dtype: torch.dtype, reads: int, writes: int, ms: flo
     return (reads + writes) * n * element / (ms / 1e3) / 1e9
 
 
+def _gbps_case(n: int, dtype: torch.dtype, reads: int, writes: int, ms: float) -> Inputs:
+    return case(f"n={n:,}, dtype={str(dtype).replace('torch.', '')}, reads={reads}, writes={writes}, ms={ms:g}",
+                n, dtype, reads, writes, ms)
+
+
 EFFECTIVE_GBPS = Exercise(
     "01.1 effective_gbps", "effective_gbps(n, dtype, reads, writes, ms): the GB/s (10^9 bytes per second) of an "
     "element-wise op that reads `reads` tensors and writes `writes` tensors of n elements of dtype in ms milliseconds",
-    _effective_gbps, _gbps_inputs(), rtol=1e-9, examples=(100, 200))
+    _effective_gbps, _gbps_inputs(), rtol=1e-9, examples=(100, 200),
+    families={"edges": lambda: [_gbps_case(1, torch.int8, 1, 1, 0.001), _gbps_case(1, torch.float64, 3, 2, 1000.0)]
+              + [_gbps_case(4099, dtype, 2, 1, 0.5) for dtype in DTYPES],
+              "empty": lambda: [_gbps_case(0, torch.float32, 2, 1, 0.25)],
+              "limits": lambda: [_gbps_case(2**31, torch.float64, 3, 2, 0.001),  # 8.6e10 bytes: past int32 and fp32's
+                                 _gbps_case(2**31 - 1, torch.int64, 3, 2, 1000.0)]})  # exact integers
 
 
 # ---- Exercise 2: where the bandwidth curve reaches half of its top ----------------------------------------
@@ -63,10 +73,22 @@ def _half_bandwidth_size(frame: pd.DataFrame, provider: str) -> int:
     return int(rows[rows["gbps"] >= half]["size"].iloc[0])
 
 
+def _sweep_case(curve: list[tuple[int, float]], other: tuple[int, float] = (1024, 5.0)) -> Inputs:
+    """The curve of 'x * x' (size, gbps), last row first, and one row of another provider ``other``."""
+    rows = [(s, "x * x", g) for s, g in reversed(curve)] + [(other[0], "copy (clone)", other[1])]
+    listing = "; ".join(f"{p} at {s}: {g:g}" for s, p, g in rows)
+    return Inputs(lambda: (pd.DataFrame(rows, columns=["size", "provider", "gbps"]), "x * x"),
+                  f"provider 'x * x', rows (in another order) [{listing}]")
+
+
 HALF_BANDWIDTH = Exercise(
     "01.2 half_bandwidth_size", "half_bandwidth_size(frame, provider): the smallest size at which `provider` reaches "
     "at least half of the GB/s it reaches at the largest size (frame: columns size, provider, gbps; rows in any order)",
-    _half_bandwidth_size, _sweep_inputs(), examples=(100, 200))
+    _half_bandwidth_size, _sweep_inputs(), examples=(100, 200),
+    families={"edges": lambda: [_sweep_case([(4096, 100.0)]),  # one size: it is its own top
+                                _sweep_case([(1024, 300.0), (4096, 300.0), (16384, 300.0)]),  # flat: the first size
+                                _sweep_case([(1000, 10.0), (3000, 80.0), (7000, 50.0)], other=(65536, 900.0))],
+              "kinks": lambda: [_sweep_case([(1024, 25.0), (4096, 50.0), (16384, 75.0), (65536, 100.0)])]})  # half exactly
 
 
 # ---- Exercise 3: a timer for asynchronous work ------------------------------------------------------------
@@ -113,7 +135,20 @@ def _time_call(fn, device) -> float:
     return (device.clock() - start) * 1e3
 
 
+def _timer_case(queued: float, kernels: list[tuple[float, float]]) -> Inputs:
+    def make() -> tuple:
+        device = SimulatedDevice(busy_until_ms=queued)
+        return (lambda: [device.launch(*k) for k in kernels]), device
+
+    listing = ", ".join(f"(launch {a:g} ms, runs {b:g} ms)" for a, b in kernels)
+    return Inputs(make, f"{queued:g} ms of earlier work still queued; the call launches [{listing}]")
+
+
 TIME_CALL = Exercise(
     "01.3 time_call", "time_call(fn, device): the milliseconds from an empty queue to the end of the work that one "
     "call of fn queues; device.synchronize() waits for the queue, device.clock() reads the host clock in seconds",
-    _time_call, _timer_inputs(), rtol=1e-9, examples=(100, 200))
+    _time_call, _timer_inputs(), rtol=1e-9, examples=(100, 200),
+    families={"empty": lambda: [_timer_case(10.0, [])],  # no work: 0 ms, however much was queued before
+              "edges": lambda: [_timer_case(0.0, [(0.005, 20.0)]),  # one launch, a long kernel
+                                _timer_case(0.0, [(0.2, 0.005)] * 4),  # host-bound: launches longer than kernels
+                                _timer_case(62.5, [(0.01, 0.01)])]})  # long earlier work, a tiny call

@@ -57,10 +57,25 @@ def _top_kernel(acts: pd.DataFrame) -> tuple[str, float]:
     return kernels.idxmax(), 100.0 * float(kernels.max()) / float(acts["duration_us"].sum())
 
 
+_GEMM = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3"
+_MUL, _GELU = "vectorized_elementwise_kernel<MulFunctor>", "vectorized_elementwise_kernel<GeluCUDAKernelImpl>"
+
+
+def _rows_case(rows: list[tuple], *more) -> Inputs:
+    """A family case: the profile ``rows`` (and the further arguments ``more``)."""
+    listing = "; ".join(f"{n[:40]} [{c}, {o}] {d:g} us" for n, c, o, d in rows)
+    head = "".join(f"steps={m}, " for m in more)
+    return Inputs(lambda: (pd.DataFrame(rows, columns=COLUMNS), *more), f"{head}{len(rows)} rows: [{listing}]")
+
+
 TOP_KERNEL = Exercise(
     "02.1 top_kernel", "top_kernel(acts): (name, percent) of the kernel (category 'kernel') with the most total time, "
     "percent being its share of the time of all rows (kernels, copies and memsets)",
-    _top_kernel, _top_inputs(), rtol=1e-9, examples=(100, 200))
+    _top_kernel, _top_inputs(), rtol=1e-9, examples=(100, 200),
+    families={"edges": lambda: [_rows_case([(_GEMM, "kernel", KERNELS[_GEMM], 12.5)]),  # one launch: 100 percent
+                                _rows_case([(_MUL, "kernel", KERNELS[_MUL], 1.0)] * 30  # many short launches
+                                           + [(_GELU, "kernel", KERNELS[_GELU], 29.5),  # or one long one
+                                              ("Memcpy DtoH (Device -> Pageable)", "memcpy", "aten::copy_", 600.0)])]})
 
 
 # ---- Exercise 2: host syncs per step -----------------------------------------------------------------------
@@ -79,4 +94,8 @@ def _syncs_per_step(acts: pd.DataFrame, steps: int) -> float:
 SYNCS_PER_STEP = Exercise(
     "02.2 syncs_per_step", "syncs_per_step(acts, steps): the device-to-host copies (memcpy rows whose name says "
     "DtoH: each a host waiting for the GPU, as .item() or .cpu() do) per profiled step",
-    _syncs_per_step, _sync_inputs(), rtol=1e-9, examples=(100, 200))
+    _syncs_per_step, _sync_inputs(), rtol=1e-9, examples=(100, 200),
+    families={"empty": lambda: [_rows_case([], 2)],  # an empty profile: no sync
+              "edges": lambda: [_rows_case([(_MUL, "kernel", KERNELS[_MUL], 3.0)], 1),  # no copy at all
+                                _rows_case([("Memcpy DtoH (Device -> Pageable)", "memcpy", "aten::copy_", 4.0)] * 3
+                                           + [("Memcpy DtoD (Device -> Device)", "memcpy", "aten::copy_", 9.0)], 2)]})

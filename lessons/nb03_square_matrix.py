@@ -35,6 +35,9 @@ std::string launch_square_matrix(const torch::Tensor& in, torch::Tensor& out, in
 
 torch::Tensor square_matrix_block(torch::Tensor m, int64_t block_x, int64_t block_y) {
     check_input(m);
+    // a block of 0 threads would divide by zero in the grid's size; dim3 keeps only 32 bits of a larger one
+    TORCH_CHECK_VALUE(block_x >= 1 && block_y >= 1 && block_x <= 1024 && block_y <= 1024,
+                      "square_matrix: block_x and block_y must be 1 to 1024, got ", block_x, " and ", block_y);
     auto out = torch::empty_like(m);
     if (m.numel() == 0) return out;                      // a grid of 0 blocks is an error
     std::string err = launch_square_matrix(m, out, block_x, block_y);

@@ -19,8 +19,9 @@ from typing import Iterator
 import pandas as pd
 import torch
 
-from course_utils.checks import Case, require_tensors
+from course_utils.checks import Case, require_choice, require_number, require_tensors
 from course_utils.cuda_build import build_extension, compile_cuda, compiler_log_path
+from course_utils.device import require_device
 
 CUDA_PATH = Path(__file__).with_name("nb04_gemm.cu")
 TWINS_PATH = Path(__file__).with_name("nb04_gemm_twins.cpp")
@@ -76,7 +77,16 @@ RUNG_CONFIGS = {9: TUNED_CONFIGS, 11: SIZE_LABELS}
 
 def rung_label(rung: int, config: int = 0) -> str:
     """'rung 9 tuned tile shape [128x128 tile, ...]'."""
+    rung, config = _rung_and_config(rung, config)
     return f"rung {rung} {RUNG_NAMES[rung]}" + (f" [{RUNG_CONFIGS[rung][config]}]" if rung in RUNG_CONFIGS else "")
+
+
+def _rung_and_config(rung, config) -> tuple[int, int]:
+    """``rung`` and ``config`` as ints, or a clear error: a rung of the ladder, a shape that rung comes in."""
+    rung = require_choice("rung", require_number("rung", rung, integer=True), tuple(RUNG_NAMES))
+    shapes = len(RUNG_CONFIGS.get(rung, [None]))
+    config = require_number("config", config, integer=True, low=0, high=shapes - 1)
+    return rung, config
 
 
 def build():
@@ -93,6 +103,11 @@ def build_twins():
 def config_for(size_config: dict[int, int], m: int, n: int, k: int) -> int:
     """Rung 11's shape for an m x n x k product: the winner at the measured size nearest in log scale
     (``size_config``: size -> config, filled by a measurement); shape 0 while nothing was measured."""
+    m, n, k = (require_number(name, v, integer=True, low=0) for name, v in (("m", m), ("n", n), ("k", k)))
+    if not isinstance(size_config, dict):
+        raise TypeError(f"size_config must be a dict of size -> config, got {type(size_config).__name__}")
+    for size in size_config:
+        require_number("a size of size_config", size, low=1)
     if not size_config:
         return 0
     size = max(m * n * k, 1) ** (1 / 3)
@@ -107,16 +122,22 @@ def matmul(ext, a: torch.Tensor, b: torch.Tensor, rung: int = 9, config: int | N
     shape ``size_config`` chose for the nearest size. A strided input (a transpose) is copied first: the
     kernels read row-major memory.
     """
-    if rung not in RUNG_NAMES:
-        raise ValueError(f"rung must be one of {list(RUNG_NAMES)}, got {rung!r}")
-    require_tensors(a=a, b=b, dtypes=(torch.float32,), ndim=2)
+    rung, _ = _rung_and_config(rung, 0)
+    # FP32, 2-D, no grad (no backward); any strides (copied below), at most 2**31 - 1 elements (int offsets)
+    require_tensors(a=a, b=b, dtypes=(torch.float32,), ndim=2, differentiable=False, max_span=None)
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"a and b: need a (M x K) and b (K x N), got shapes {tuple(a.shape)} and {tuple(b.shape)}")
-    if a.device.type != "cuda" or ext is None:
-        raise ValueError(f"a and b: the CUDA kernels need CUDA tensors and a GPU, got {a.device}")
+    if a.shape[0] * b.shape[1] > 2**31 - 1:
+        raise ValueError(f"a @ b would have {a.shape[0]:,} x {b.shape[1]:,} elements; at most 2**31 - 1 (int offsets)")
     if config is None:
+        tuned = require_number("tuned", tuned, integer=True, low=0, high=len(TUNED_CONFIGS) - 1)
         config = tuned if rung == 9 else config_for(size_config or {}, a.shape[0], b.shape[1], a.shape[1]) \
             if rung == 11 else 0
+    rung, config = _rung_and_config(rung, config)
+    if a.device.type != "cuda" or ext is None:
+        raise ValueError(f"a and b: the CUDA kernels need CUDA tensors and a GPU, got {a.device}")
+    if a.numel() == 0 or b.numel() == 0:  # nothing to launch: an empty C, or K == 0 (a sum of nothing: zeros)
+        return torch.zeros(a.shape[0], b.shape[1], device=a.device)
     return ext.gemm(a.contiguous(), b.contiguous(), rung, config)
 
 
@@ -141,6 +162,7 @@ GPU_SHAPES = GEMM_SHAPES + ((1000, 129, 127), (129, 1000, 1000), (127, 1, 1000),
 
 def gemm_cases(device: str | torch.device, shapes=GEMM_SHAPES) -> list[Case]:
     """`cu.check` cases: each shape, a transposed (non-contiguous) A and an A 4 bytes past a 16-byte boundary."""
+    device = require_device(device)
     cases = []
     for m, n, k in shapes:
         def make(m=m, n=n, k=k):
@@ -162,6 +184,9 @@ def gemm_cases(device: str | torch.device, shapes=GEMM_SHAPES) -> list[Case]:
 def smem_wavefronts(words) -> int:
     """Cycles ("wavefronts") shared memory needs for one warp-wide access touching these 4-byte words: the
     largest number of *distinct* words any one of the 32 banks must deliver."""
+    words = [require_number("words[i]", w, integer=True, low=0) for w in words]
+    if not words:
+        raise ValueError("words must hold the word addresses of one warp's access; got none")
     per_bank: dict[int, set] = {}
     for w in set(int(w) for w in words):
         per_bank.setdefault(w % 32, set()).add(w)

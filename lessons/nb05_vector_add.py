@@ -18,11 +18,16 @@ def add_kernel_no_mask(x_ptr, y_ptr, out_ptr, BLOCK_SIZE: tl.constexpr):
 
 def add_no_mask(x: torch.Tensor, y: torch.Tensor, block_size: int = 1024) -> torch.Tensor:
     # Safe only when the length is an exact multiple of the block: refuse anything else.
-    cu.require_tensors(x=x, y=y, ndim=1, same_shape=True)
+    cu.require_tensors(x=x, y=y, ndim=1, same_shape=True, dtypes=(torch.float32, torch.float16, torch.bfloat16),
+                       differentiable=False, max_span=None)  # no span limit: the kernel reads the copies below
+    block_size = cu.require_block_size("block_size", block_size)
     if x.numel() % block_size != 0:
         raise ValueError(f"add_no_mask needs a length that is a multiple of {block_size}, got {x.numel()}: "
                          "the last block would read and write past the end")
+    x, y = x.contiguous(), y.contiguous()             # the kernel reads x[i] at x_ptr + i: no strides
     out = torch.empty_like(x)
+    if out.numel() == 0:
+        return out
     grid = (x.numel() // block_size,)                 # one program per block
     add_kernel_no_mask[grid](x, y, out, BLOCK_SIZE=block_size)
     return out
@@ -51,15 +56,19 @@ SUPPORTED = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _validate(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    # tensors of one supported dtype, one shape, on the course's device, at most 2**31 - 1 elements
-    cu.require_tensors(x=x, y=y, dtypes=SUPPORTED, same_shape=True)
+    # tensors of one supported dtype, one shape, on the course's device, at most 2**31 - 1 elements, no grad
+    # (the kernel has no backward); any strides: the kernel reads contiguous copies, whose offsets are 0..n-1
+    cu.require_tensors(x=x, y=y, dtypes=SUPPORTED, same_shape=True, differentiable=False, max_span=None)
     return x.contiguous(), y.contiguous()            # no copy when already contiguous
 
 
 def add(x: torch.Tensor, y: torch.Tensor, block_size: int = 1024) -> torch.Tensor:
     x, y = _validate(x, y)
+    block_size = cu.require_block_size("block_size", block_size)  # a power of two, as tl.arange needs
     out = torch.empty_like(x)
     n = out.numel()
+    if n == 0:
+        return out
     grid = (triton.cdiv(n, block_size),)
     add_kernel[grid](x, y, out, n, BLOCK_SIZE=block_size)
     return out

@@ -3,6 +3,8 @@
 import triton
 import triton.language as tl
 
+import course_utils as cu
+
 
 @triton.jit
 def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
@@ -17,6 +19,7 @@ def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK
 
 
 def softmax_num_warps(block_size: int) -> int:
+    block_size = cu.require_block_size("block_size", block_size)
     return 4 if block_size <= 4096 else 8 if block_size <= 8192 else 16
 
 
@@ -30,12 +33,15 @@ SUPPORTED = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _validate_rows(x: torch.Tensor, max_cols: int | None = MAX_FUSED_COLS) -> torch.Tensor:
-    # a tensor, of a supported dtype, 2-D (softmax over the last dim), on the course's device, < 2**31 elements
-    cu.require_tensors(x=x, dtypes=SUPPORTED, ndim=2)
+    # a tensor, of a supported dtype, 2-D (softmax over the last dim), on the course's device, < 2**31 elements,
+    # not requiring grad (the kernel has no backward). The kernel reaches row * row_stride + col in int32: the
+    # span of x must fit, unless x is copied first (a row that is not contiguous: then the copy's offsets count)
+    as_is = isinstance(x, torch.Tensor) and x.dim() == 2 and x.stride(1) == 1
+    cu.require_tensors(x=x, dtypes=SUPPORTED, ndim=2, differentiable=False, max_span=2**31 - 1 if as_is else None)
     if max_cols is not None and x.shape[1] > max_cols:
         raise ValueError(f"rows of {x.shape[1]} elements do not fit in one block (at most {max_cols}); "
                          "use a looping softmax (exercise 2) for longer rows")
-    return x if x.stride(1) == 1 else x.contiguous()
+    return x if as_is else x.contiguous()
 
 
 def softmax(x: torch.Tensor) -> torch.Tensor:

@@ -5,6 +5,7 @@ import torch
 import triton
 import triton.language as tl
 
+import course_utils as cu
 from lessons.nb06_softmax import _validate_rows, softmax_num_warps
 
 
@@ -28,6 +29,9 @@ def number_of_sms() -> int:
 
 def softmax_persistent(x: torch.Tensor, programs_per_sm: int = 8, num_stages: int = 1) -> torch.Tensor:
     x = _validate_rows(x)
+    # at least one program (a grid of 0 would return the empty output unwritten), a loop of 1 to 8 stages
+    programs_per_sm = cu.require_number("programs_per_sm", programs_per_sm, integer=True, low=1, high=1024)
+    num_stages = cu.require_number("num_stages", num_stages, integer=True, low=1, high=8)
     n_rows, n_cols = x.shape
     out = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     if out.numel() == 0:

@@ -133,16 +133,20 @@ ACTIVATIONS = ("", "leaky_relu", "gelu_tanh")
 
 def validate(a: torch.Tensor, b: torch.Tensor, activation: str = "") -> None:
     """Clear errors, naming the argument, before anything is launched."""
-    cu.require_tensors(a=a, b=b, ndim=2, dtypes=(torch.float16, torch.bfloat16))  # one dtype, one device
+    # one dtype, one device, no grad (no backward); any strides, within int32 offsets (the kernels use them)
+    cu.require_tensors(a=a, b=b, ndim=2, dtypes=(torch.float16, torch.bfloat16), differentiable=False)
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"inner dimensions differ: a is {a.shape[0]}x{a.shape[1]}, b is {b.shape[0]}x{b.shape[1]}")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    if a.shape[0] * b.shape[1] > cu.checks.INT32_MAX:  # C is row-major: its offsets reach M * N - 1
+        raise ValueError(f"a @ b would have {a.shape[0]:,} x {b.shape[1]:,} elements; at most 2**31 - 1 "
+                         "(offsets are int32)")
+    cu.require_choice("activation", activation, ACTIVATIONS)
 
 
 def interpreter_safe(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The CPU interpreter's tl.dot multiplies bfloat16 tiles as raw 16-bit integers (a Triton interpreter bug).
     There, and only there, hand the kernel fp32 copies (exact for bf16); C keeps its dtype. A GPU never widens."""
+    cu.require_tensors(a=a, b=b, ndim=2, max_span=None)
     if cu.INTERPRET and a.dtype == torch.bfloat16:
         return a.float(), b.float()
     return a, b
@@ -156,6 +160,8 @@ FIXED = cu.pick_size(dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num
 def matmul_rowmajor(a: torch.Tensor, b: torch.Tensor, group_m: int | None = None) -> torch.Tensor:
     """a @ b with the FIXED tile: blocked_matmul_kernel, or grouped_matmul_kernel when group_m is given."""
     validate(a, b)
+    if group_m is not None:
+        group_m = cu.require_number("group_m", group_m, integer=True, low=1, high=1024)
     (M, K), N = a.shape, b.shape[1]
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
     if M == 0 or N == 0:
@@ -172,6 +178,10 @@ def matmul_rowmajor(a: torch.Tensor, b: torch.Tensor, group_m: int | None = None
 
 # tuning list
 def config(bm: int, bn: int, bk: int, stages: int, warps: int, group_m: int = 8, pre_hook=None) -> triton.Config:
+    bm, bn, bk = (cu.require_block_size(n, v, at_least=16) for n, v in (("bm", bm), ("bn", bn), ("bk", bk)))
+    stages = cu.require_number("stages", stages, integer=True, low=1, high=8)
+    warps = cu.require_block_size("warps", warps, at_most=32)
+    group_m = cu.require_number("group_m", group_m, integer=True, low=1, high=1024)
     return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
                          num_stages=stages, num_warps=warps, pre_hook=pre_hook)
 
@@ -185,6 +195,10 @@ TILES = cu.pick_size(GPU_TILES, CPU_TILES)
 
 def prune_configs(configs, named_args, **kwargs):
     """Keep tiles no larger than the problem rounded up to a power of two (at least 64)."""
+    if not configs:
+        raise ValueError("configs must be a non-empty list of triton.Config")
+    if "M" not in named_args or "N" not in named_args:
+        raise ValueError(f"named_args must hold the kernel's M and N as ints, got {sorted(named_args)}")
     m_cap = max(64, triton.next_power_of_2(named_args["M"]))
     n_cap = max(64, triton.next_power_of_2(named_args["N"]))
     fits = [c for c in configs if c.kwargs["BLOCK_M"] <= m_cap and c.kwargs["BLOCK_N"] <= n_cap]
@@ -218,6 +232,10 @@ SHAPES = [(1, 1, 1), (17, 33, 65), (40, 24, 72), (128, 96, 200)]  # (M, N, K): n
 
 
 def matmul_cases(shapes, dtype: torch.dtype, seed: int = 0) -> list[Case]:
+    cu.require_choice("dtype", dtype, tuple(TOLERANCES))
+    shapes = [tuple(cu.require_number("shapes[i]", v, integer=True, low=0) for v in s) for s in shapes]
+    if not shapes or any(len(s) != 3 for s in shapes):
+        raise ValueError(f"shapes must be a non-empty list of (M, N, K), got {shapes!r}")
     cases = []
     for m, n, k in shapes:
         for layout in LAYOUTS:
@@ -235,6 +253,7 @@ def matmul_cases(shapes, dtype: torch.dtype, seed: int = 0) -> list[Case]:
 
 def reference(a: torch.Tensor, b: torch.Tensor, activation: str = "") -> torch.Tensor:
     """fp32 product, the activation, one rounding: what the kernels compute."""
+    cu.require_choice("activation", activation, ACTIVATIONS)
     c = a.float() @ b.float()
     c = {"": c, "leaky_relu": F.leaky_relu(c, 0.01), "gelu_tanh": F.gelu(c, approximate="tanh")}[activation]
     return c.to(a.dtype)
@@ -267,6 +286,9 @@ def matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
 
 def set_block_shapes(nargs: dict) -> None:
     """Config pre_hook: the descriptors' tile shapes follow the config being run."""
+    missing = [k for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "a_desc", "b_desc", "c_desc") if k not in nargs]
+    if missing:
+        raise ValueError(f"nargs must hold the launch's arguments; missing {missing}")
     bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
     nargs["a_desc"].block_shape = [bm, bk]
     nargs["b_desc"].block_shape = [bk, bn]
@@ -284,6 +306,7 @@ HAS_TMA = cu.INTERPRET or (cu.HAS_CUDA and torch.cuda.get_device_capability()[0]
 
 def uses_tma(a: torch.Tensor, b: torch.Tensor) -> bool:
     """TMA needs row-major rows starting on 16-byte boundaries (C is allocated row-major)."""
+    cu.require_tensors(a=a, b=b, ndim=2)
     def aligned(t: torch.Tensor, cols: int) -> bool:
         return t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0 \
             and (cols * t.element_size()) % 16 == 0

@@ -3,7 +3,7 @@
 - every reference solution passes its grader, within the time bound;
 - every exercise has at least three plausible wrong answers (tests/wrong_solutions/), and each fails its
   grader with a message that says what is wrong (the test asserts on the words), within the time bound; those
-  of notebooks 03-14 have at least five, two or more drawn from the grader's input families and invariants
+  of notebooks 01-14 have at least five, two or more drawn from the grader's input families and invariants
   (several programs, kinks, gaps, limits, races, inputs written, views returned, compile errors, crashes:
   tests/test_grading.py tests the grader's side of each);
 - an unfilled stub (None, or raising NotImplementedError) is "not attempted yet", at once;
@@ -128,10 +128,11 @@ def test_every_exercise_has_a_solution_and_three_wrong_answers():
             assert len(wrong) >= 3, f"{exercise.name}: {len(wrong)} wrong answers, at least 3 wanted"
 
 
-FAMILY_NOTEBOOKS = ("nb03", "nb04", "nb05", "nb06", "nb07", "nb08", "nb09", "nb10", "nb11", "nb12", "nb13", "nb14")
+FAMILY_NOTEBOOKS = ("nb01", "nb02", "nb03", "nb04", "nb05", "nb06", "nb07", "nb08", "nb09", "nb10", "nb11", "nb12", "nb13",
+                    "nb14")
 
 
-def test_exercises_of_03_to_14_have_five_wrong_answers_and_families():
+def test_exercises_of_01_to_14_have_five_wrong_answers_and_families():
     """Two wrong answers or more per exercise beyond the first three come from the grader's input families and
     invariants; and each exercise declares the families that apply to it (course_utils.grading.FAMILIES)."""
     for nb in FAMILY_NOTEBOOKS:

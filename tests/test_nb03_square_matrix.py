@@ -66,6 +66,13 @@ def test_a_block_cuda_refuses_is_reported_at_the_launch(ext):
         ext.square_matrix_block(torch.randn(37, 70, device=cu.DEVICE), 64, 32)
 
 
+@pytest.mark.parametrize("block", [(0, 16), (16, 0), (-16, 16), (2**32 + 16, 1)])
+def test_a_block_of_no_threads_or_too_many_is_a_value_error(ext, block):
+    # block 0 divided by zero in the grid's size (a crash, SIGFPE); 2**32 + 16 became 16 in dim3 (a wrong launch)
+    with pytest.raises(ValueError, match="block_x and block_y must be 1 to 1024"):
+        ext.square_matrix_block(torch.randn(37, 70, device=cu.DEVICE), *block)
+
+
 def test_cuda_source_compiles_with_nvcc():
     if shutil.which("nvcc") is None and not cu.HAS_CUDA:
         pytest.skip("nvcc is not installed")

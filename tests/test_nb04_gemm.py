@@ -78,3 +78,20 @@ def test_every_rung_matches_torch_matmul_on_awkward_shapes():
                 report = cu.check(lambda a, b: gemm.matmul(ext, a, b, rung, config), torch.matmul,
                                   gemm.gemm_cases("cuda", gemm.GPU_SHAPES), rtol=1e-4, atol=1e-3)
                 assert report.passed, f"{gemm.rung_label(rung, config)}: {report}"
+
+
+@pytest.mark.gpu
+def test_empty_products_and_bad_configs_on_the_gpu():
+    """M, N or K of 0 launch nothing (C is empty, or zeros: a sum of nothing); a config the rung lacks, a grad or
+    a too large C is refused before the launch."""
+    ext = gemm.build()
+    for (m, k), (k2, n) in (((0, 5), (5, 3)), ((4, 5), (5, 0)), ((4, 0), (0, 3))):
+        c = gemm.matmul(ext, torch.ones(m, k, device="cuda"), torch.ones(k2, n, device="cuda"), 9)
+        assert c.shape == (m, n) and c.device.type == "cuda" and not c.any()
+    a = torch.ones(4, 4, device="cuda")
+    with pytest.raises(ValueError, match="config must be >= 0 and <= 2"):
+        gemm.matmul(ext, a, a, 9, 3)
+    with pytest.raises(ValueError, match="a requires grad"):
+        gemm.matmul(ext, a.clone().requires_grad_(), a, 1)
+    with pytest.raises(ValueError, match="would have 65,536 x 65,536 elements"):
+        gemm.matmul(ext, torch.ones(2**16, 1, device="cuda"), torch.ones(1, 2**16, device="cuda"), 1)

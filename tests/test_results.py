@@ -58,7 +58,8 @@ def test_readme_figures_table_is_up_to_date():
 def test_every_saved_result_names_an_existing_notebook():
     for path in sorted((PROJECT / "results").glob("*/*.json")):
         saved = load_results(path)
-        assert path.stem == saved.notebook and (PROJECT / "notebooks" / f"{saved.notebook}.ipynb").exists()
+        assert path.stem == saved.notebook and any((PROJECT / "notebooks" / where / f"{saved.notebook}.ipynb").exists()
+                                                   for where in (".", "deep_dives"))  # a deep dive saves under its stem
 
 
 def test_lessons_modules_match_their_notebooks():
@@ -154,8 +155,12 @@ def test_targets_judge_the_unrounded_figure_and_a_stale_target_fails_the_table(t
 def test_every_target_of_the_issues_judges_a_saved_headline():
     targets = results.load_targets()
     assert {t.issue for t in targets} >= {11, 12, 13, 14, 17}
-    assert all((results.RESULTS_DIR / results.REFERENCE_DEVICE / f"{t.notebook}.json").exists() for t in targets)
-    results.figures_table(results.RESULTS_DIR, results.REFERENCE_DEVICE, targets)  # raises on a stale target
+    for t in targets:  # every goal names a notebook of the course; one not yet run on the GPU is listed as such
+        assert any((results.NOTEBOOKS_DIR / folder / f"{t.notebook}.ipynb").exists() for folder in ("", "deep_dives")), t
+    table = results.figures_table(results.RESULTS_DIR, results.REFERENCE_DEVICE, targets)  # raises on a stale target
+    for t in targets:
+        if not (results.RESULTS_DIR / results.REFERENCE_DEVICE / f"{t.notebook}.json").exists():
+            assert f"| {t.what} | not yet measured on this GPU |" in table
 
 
 def test_verdict_states_figure_baseline_ratio_and_prediction(capsys):

@@ -67,7 +67,7 @@ from hypothesis import strategies as st
 
 from course_utils.device import pick_size
 from course_utils.grading import Exercise, Inputs
-from exercises import sizes, tensor_arg
+from exercises import case, described, kinks, randn, sizes, tensor_arg, values
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -87,10 +87,20 @@ def _relu(x: torch.Tensor) -> torch.Tensor:
     return torch.relu(x)
 
 
+def _programs():  # 41 elements in blocks of 16: three programs, the last one partial, even on a CPU
+    x = randn(41)
+    return [case(f"{{described('x', x)}} (block_size=16: 3 programs)", values(x))]
+
+
+#: The grader's input families (course_utils.grading.FAMILIES) that apply, each with its cases.
 NEGATE = Exercise("{nn}.1 negate", "negate(x) = -x for a 1-D x (fp32/fp16/bf16, any stride), as a Triton kernel",
-                  _negate, _one_vector(), DTYPES)
+                  _negate, _one_vector(), DTYPES, block={{"block_size": 16}},
+                  families={{"programs": _programs,
+                            "empty": lambda: [case("x: float32 (0,)", values(randn(0)))]}})
 RELU = Exercise("{nn}.2 relu", "relu(x) = max(x, 0) for a 1-D x (fp32/fp16/bf16, any stride), as a Triton kernel",
-                _relu, _one_vector(), DTYPES)
+                _relu, _one_vector(), DTYPES, block={{"block_size": 16}},
+                families={{"programs": _programs,
+                          "kinks": lambda: [case("x: float32 (33,), about half exact zeros", values(kinks(randn(33))))]}})
 
 #: exercise -> its reference solution's name in solutions.nb{nn} (tests/test_exercises.py reads it)
 SOLUTIONS = {{"NEGATE": "negate", "RELU": "relu"}}
@@ -111,7 +121,8 @@ import course_utils as cu  # noqa: F401 - first: on a CPU it switches Triton to 
 def negate_kernel(x_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = offsets < n_elements
-    tl.store(out_ptr + offsets, -tl.load(x_ptr + offsets, mask=mask), mask=mask)
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)  # in fp32: Triton 3.7's interpreter negates bf16 wrongly
+    tl.store(out_ptr + offsets, (-x).to(out_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -129,12 +140,12 @@ def _launch(kernel, x: torch.Tensor, block_size: int = 1024) -> torch.Tensor:
     return out
 
 
-def negate(x: torch.Tensor) -> torch.Tensor:
-    return _launch(negate_kernel, x)
+def negate(x: torch.Tensor, block_size: int = 1024) -> torch.Tensor:
+    return _launch(negate_kernel, x, block_size)
 
 
-def relu(x: torch.Tensor) -> torch.Tensor:
-    return _launch(relu_kernel, x)
+def relu(x: torch.Tensor, block_size: int = 1024) -> torch.Tensor:
+    return _launch(relu_kernel, x, block_size)
 '''
 
 WRONG = '''"""Wrong answers to notebook {nn}'s exercises: a missing mask, a round-down grid, a strided view read flat."""
@@ -154,7 +165,7 @@ from solutions import nb{nn} as sol
 def copy_no_mask_kernel(x_ptr, out_ptr, n_elements, NEGATE: tl.constexpr, BLOCK_SIZE: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     x = tl.load(x_ptr + offsets)                                  # BUG: no mask
-    y = -x if NEGATE else tl.where(x > 0, x, 0.0).to(x.dtype)
+    y = (-x.to(tl.float32)).to(x.dtype) if NEGATE else tl.where(x > 0, x, 0.0).to(x.dtype)
     tl.store(out_ptr + offsets, y)
 
 
@@ -314,10 +325,10 @@ def notebook(nn: str, topic: str, title: str) -> dict:
                           f"solutions: `solutions/nb{nn}.py` (try first).\n\n**{nn}.1** `negate(x)`: `-x` for a "
                           "1-D tensor of any stride, as a Triton kernel."),
         _cell("code", f"from course_utils.grading import grade\nfrom exercises.nb{nn} import NEGATE, RELU\n\n\n"
-                      "def negate(x):\n    raise NotImplementedError(\"exercise 1: your Triton kernel and its launch\")"),
+                      "def negate(x, block_size=1024):\n    raise NotImplementedError(\"exercise 1: your Triton kernel and its launch\")"),
         _cell("code", "# NBVAL_CHECK_OUTPUT\nreport = grade(NEGATE, negate)"),
         _cell("markdown", f"**{nn}.2** `relu(x)`: `max(x, 0)` for a 1-D tensor of any stride."),
-        _cell("code", "def relu(x):\n    raise NotImplementedError(\"exercise 2: your Triton kernel and its launch\")"),
+        _cell("code", "def relu(x, block_size=1024):\n    raise NotImplementedError(\"exercise 2: your Triton kernel and its launch\")"),
         _cell("code", "# NBVAL_CHECK_OUTPUT\nreport = grade(RELU, relu)"),
     ]
     return {"cells": cells, "metadata": {
