@@ -55,7 +55,7 @@ GPU_COMPILATIONS = 12
 PLAIN_PYTHON = {"nb01.EFFECTIVE_GBPS", "nb01.HALF_BANDWIDTH", "nb01.TIME_CALL", "nb02.TOP_KERNEL",
                 "nb02.SYNCS_PER_STEP", "nb03.IDLE_THREADS", "nb04.TILE_INTENSITY", "nb04.STORE_WAVEFRONTS", "nb04.WAVES", "nb07.GROUPED_ORDER",
                 "nb09.WIDEST_LOAD", "nb09.COUNT_OPCODE", "nb09.LOAD_BYTES", "nb10.BUSY_SHARE", "nb11.ITEM_CALLS",
-                "nb14.SPLIT_K_PLAN"}
+                "nb14.SPLIT_K_PLAN", "nb16.BLOCK_SAVED", "nb16.OFFLOAD_PACK"}
 NOTEBOOKS = ("nb01", "nb02", "nb03", "nb04", "nb05", "nb06", "nb07", "nb08", "nb09", "nb10", "nb11", "nb12", "nb13", "nb14")
 
 #: exercise -> its reference solution in solutions.nbNN ("cpp:" names: the C++ twin in the fixtures' extension)
