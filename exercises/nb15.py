@@ -7,18 +7,25 @@ from hypothesis import strategies as st
 
 from course_utils.device import pick_size
 from course_utils.grading import Exercise, Inputs
-from exercises import tensor_arg
+from exercises import kind_sizes, pairwise, tensor_arg
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 HALF = (torch.float16, torch.bfloat16)
 
 
+# On a GPU every new specialization of a kernel is a compilation (a dtype, a head dim, an int argument that is 1 or a
+# multiple of 16): drawn freely, 150 cases made 60. A case draws one of these few configurations instead, with sequence
+# lengths of one kind (exercises.kind_sizes), so that the reference compiles about once per configuration.
+DELTA_CONFIGS = pairwise(DTYPES, ("contiguous", "strided"), (16, 64), ("ragged", "aligned"))
+WINDOW_CONFIGS = pairwise(HALF, (16, 32), ("ragged", "aligned"), ("one", "ragged"))
+
+
 @st.composite
 def _o_and_do(draw) -> Inputs:
+    dtype, layout, d, kind = draw(st.sampled_from(DELTA_CONFIGS))
     b, h = draw(st.integers(1, 2)), draw(st.integers(1, 3))
-    n = draw(st.sampled_from((1, 7, 16, 17, 63, 65)) | st.integers(1, pick_size(2048, 100)))
-    d, dtype = draw(st.sampled_from((16, 32, 64))), draw(st.sampled_from(DTYPES))
-    o, about_o = tensor_arg(draw, "o", (b, h, n, d), dtype, ("contiguous", "strided"), seed=1)
+    n = draw(kind_sizes(kind, pick_size(2048, 100), block=64))
+    o, about_o = tensor_arg(draw, "o", (b, h, n, d), dtype, (layout,), seed=1)
     do, about_do = tensor_arg(draw, "do", (b, h, n, d), dtype, ("contiguous",), seed=2, scale=4.0)
     return Inputs(lambda: (o(), do()), f"{about_o}, {about_do}")
 
@@ -29,10 +36,10 @@ def _delta(o: torch.Tensor, do: torch.Tensor) -> torch.Tensor:
 
 @st.composite
 def _qkv_window(draw) -> Inputs:
+    dtype, d, kind, window_kind = draw(st.sampled_from(WINDOW_CONFIGS))
     b, h = draw(st.integers(1, 2)), draw(st.integers(1, 2))
-    n = draw(st.sampled_from((1, 16, 17, 40)) | st.integers(1, pick_size(1024, 48)))
-    d, dtype = draw(st.sampled_from((16, 32))), draw(st.sampled_from(HALF))
-    window = draw(st.sampled_from((1, 2, 16, 17)) | st.integers(1, n + 4))
+    n = draw(kind_sizes(kind, pick_size(1024, 48), block=32))
+    window = 1 if window_kind == "one" else draw(kind_sizes("ragged", n + 4, block=32))
     made = [tensor_arg(draw, name, (b, h, n, d), dtype, seed=i) for i, name in enumerate("qkv")]
     about = ", ".join(a for _, a in made) + f", window={window}"
     return Inputs(lambda: (*(m() for m, _ in made), window), about)

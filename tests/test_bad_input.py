@@ -35,11 +35,12 @@ CASE_SECONDS = 30  # one row's deadline: a row still running after it is a hang
 LESSONS = ("lessons.nb03_square_matrix", "lessons.nb04_gemm", "lessons.nb05_vector_add", "lessons.nb05_row_kernels",
            "lessons.nb06_softmax", "lessons.nb06_softmax_persistent", "lessons.nb07_matmul", "lessons.nb08_debugging",
            "lessons.nb10_input_pipeline", "lessons.nb11_dlrm", "lessons.nb13_giou")
-NOT_YET = {"lessons.nb12_lora", "lessons.nb14_hopper_matmul", "lessons.nb15_flash_attention", "lessons.nb16_fragmentation",
+NOT_YET = {"lessons.nb12_lora", "lessons.nb14_hopper_matmul", "lessons.nb15_flash_attention",
            "lessons.nb16_gpu_memory"}
 #: Not libraries: scripts that a child process runs (they exit when imported in the interpreter's mode, or without a
 #: GPU: nb04_ncu_child is the script that notebook 04c profiles).
-SCRIPTS = {"course_utils.triton_compile_worker", "lessons.nb04_ncu_child"}
+SCRIPTS = {"course_utils.triton_compile_worker", "lessons.nb04_ncu_child", "lessons.nb15_ncu_child",
+           "lessons.nb16_fragmentation"}
 #: Exceptions and result records: they take no input from a learner, so there is nothing to validate.
 RECORDS = {"checks:CaseResult", "checks:CheckReport", "results:Verdict", "results:SavedResults", "scripts:ScriptRun",
            "timing:BenchmarkResult", "grading:Report", "toolchain:BuildError", "toolchain:ToolchainError", "profiling:NcuReport",
