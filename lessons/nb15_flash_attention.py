@@ -12,6 +12,7 @@ logsumexp is in those base-2 units.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import torch
 import triton
@@ -26,9 +27,29 @@ LOG2E = 1.4426950408889634  # exp(x) = exp2(x * log2(e))
 
 
 # ---- 1. Naive attention and the tiled forward in PyTorch ------------------------------------------------------
+def _check_reference_inputs(q, k, v, causal=False, sm_scale=None) -> None:
+    """The PyTorch versions' checks (any device, any length, any head dim): tensors of one float dtype, 4-D, k and v
+    of one shape, q's head dim that of k; causal a bool; sm_scale None or a positive number."""
+    cu.require_tensors(q=q, k=k, v=v, dtypes=SUPPORTED, ndim=4, max_numel=None, max_span=None,
+                       device=q.device if isinstance(q, torch.Tensor) and q.device.type == "cuda" else "cpu")
+    if k.shape != v.shape or q.shape[:2] + q.shape[3:] != k.shape[:2] + k.shape[3:]:
+        raise ValueError(f"k and v must have one shape (B, H, N, d) and q the same B, H and d, got "
+                         f"{tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}")
+    _require_flag("causal", causal)
+    if sm_scale is not None:
+        cu.require_number("sm_scale", sm_scale, low=1e-6)
+
+
+def _require_flag(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                     sm_scale: float | None = None) -> torch.Tensor:
     """softmax(q k^T * scale) v with the whole N x N score matrix in memory (B, H, N, N)."""
+    _check_reference_inputs(q, k, v, causal, sm_scale)
     scale = 1 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
     scores = (q @ k.transpose(-2, -1)) * scale
     if causal:
@@ -44,6 +65,11 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
                     block_m: int = 16, block_n: int = 16) -> torch.Tensor:
     """The FlashAttention forward in PyTorch: one query tile at a time, K/V streamed tile by tile, the online
     softmax (running max m, running sum l, rescaled accumulator acc); never an N x N matrix. Slow: a model."""
+    _check_reference_inputs(q, k, v, causal)
+    if causal and q.shape != k.shape:
+        raise ValueError(f"causal needs q and k of one shape, got {tuple(q.shape)} and {tuple(k.shape)}")
+    block_m = cu.require_number("block_m", block_m, integer=True, low=1)
+    block_n = cu.require_number("block_n", block_n, integer=True, low=1)
     n, d = q.shape[-2], q.shape[-1]
     scale, wide = 1 / math.sqrt(d), torch.promote_types(q.dtype, torch.float32)  # fp32 on chip (fp64 stays)
     out = torch.empty_like(q)
@@ -298,16 +324,28 @@ CPU_TILE = {d: [(16, 16, 1, 1)] for d in (64, 128)}  # the interpreter: one smal
 
 def tiles_for(table: dict, head_dim: int) -> list:
     """The tiles tuned for head dim 64 serve d 16 and 32 too."""
+    cu.require_choice("head_dim", head_dim, HEAD_DIMS)
+    _require_table(table)
     return table[128 if head_dim > 64 else 64]
 
 
+def _require_table(table) -> dict:
+    if not isinstance(table, dict) or not table or not all(
+            isinstance(tiles, list) and all(isinstance(t, tuple) and len(t) == 4 for t in tiles)
+            for tiles in table.values()):
+        raise TypeError(f"table must be a dict of head dim -> [(BLOCK_M, BLOCK_N, warps, stages)], got {table!r:.80}")
+    return table
+
+
 def configs(table: dict) -> list[triton.Config]:
+    _require_table(table)
     unique = dict.fromkeys(t for tiles in table.values() for t in tiles)
     return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s) for bm, bn, w, s in unique]
 
 
 def for_head_dim(table: dict):
     """An early prune: keep the configs listed for this head dim, no tile longer than N needs."""
+    _require_table(table)
     def prune(configs, named_args, **kwargs):
         wanted = set(tiles_for(table, named_args["HEAD_DIM"]))
         cap = max(16, triton.next_power_of_2(named_args["N_CTX"]))
@@ -342,8 +380,7 @@ def validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = F
         raise ValueError(f"q's head dim (last dim) must be one of {HEAD_DIMS}, got {d}")
     if q.shape[2] < 1 or q.shape[0] * q.shape[1] < 1:
         raise ValueError(f"q must hold at least one (batch, head) and one position, got shape {tuple(q.shape)}")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be True or False, got {causal!r}")
+    _require_flag("causal", causal)
     if sm_scale is None:
         return 1 / math.sqrt(d)
     return cu.require_number("sm_scale", sm_scale, low=1e-6)
@@ -352,16 +389,20 @@ def validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = F
 def kernel_dtype(t: torch.Tensor) -> torch.Tensor:
     """The CPU interpreter's tl.dot multiplies bf16 tiles as raw 16-bit integers (a Triton interpreter bug):
     there, and only there, the kernels get fp32 copies (exact for bf16). A GPU never widens."""
+    cu.require_tensors(t=t, max_numel=None, max_span=None, device=t.device if isinstance(t, torch.Tensor) else None)
     return t.float() if cu.INTERPRET and t.dtype == torch.bfloat16 else t.contiguous()
 
 
 def kernel_flags(t: torch.Tensor) -> dict:
+    cu.require_tensors(t=t, dtypes=SUPPORTED, max_numel=None, max_span=None,
+                       device=t.device if isinstance(t, torch.Tensor) else None)
     ieee = t.dtype in (torch.float32, torch.float64)  # fp32 in full precision, not TF32: the reference is exact
     return {"PRECISION": "ieee" if ieee else "tf32", "FP64": t.dtype == torch.float64}
 
 
 def attention_forward(q, k, v, causal: bool, sm_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(O, logsumexp) of validated inputs; the logsumexp is fp32 (fp64 for fp64), base 2, (B*H, N)."""
+    sm_scale = validate(q, k, v, causal, sm_scale)
     B, H, N, D = q.shape
     q_, k_, v_ = (kernel_dtype(t) for t in (q, k, v))
     o = torch.empty_like(q_)
@@ -373,6 +414,13 @@ def attention_forward(q, k, v, causal: bool, sm_scale: float) -> tuple[torch.Ten
 
 def attention_backward(do, q, k, v, o, lse, causal: bool, sm_scale: float):
     """(dQ, dK, dV): D = rowsum(dO * O), then dK/dV per key tile and dQ per query tile (two kernels)."""
+    sm_scale = validate(q, k, v, causal, sm_scale)
+    cu.require_tensors(q=q, o=o, do=do, dtypes=SUPPORTED, same_shape=True)
+    B, H, N, _ = q.shape
+    cu.require_tensors(lse=lse, dtypes=(torch.float64 if q.dtype == torch.float64 else torch.float32,), ndim=2)
+    if lse.shape != (B * H, N) or lse.device != q.device:
+        raise ValueError(f"lse must have shape (B*H, N) = {(B * H, N)} on {q.device} (what attention_forward "
+                         f"returns), got {tuple(lse.shape)} on {lse.device}")
     B, H, N, D = q.shape
     q_, k_, v_, o_, do_ = (kernel_dtype(t) for t in (q, k, v, o, do))
     delta = torch.empty_like(lse)
@@ -503,7 +551,8 @@ def flash_attention_tma(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     scale = validate(q, k, v, causal)
-    cu.require_tensors(q=q, dtypes=(torch.float16, torch.bfloat16), ndim=4, differentiable=False)
+    cu.require_tensors(q=q, k=k, v=v, dtypes=(torch.float16, torch.bfloat16), ndim=4, differentiable=False)
+    _require_flag("warp_specialize", warp_specialize)
     if not HAS_TMA:
         raise RuntimeError("tensor descriptors (TMA) need a Hopper GPU (sm_90) or the interpreter")
     B, H, N, D = q.shape
@@ -520,6 +569,9 @@ def flash_attention_tma(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
 def attention_flops(B: int, H: int, N: int, d: int, causal: bool, backward: bool = False) -> float:
     """Forward: 4 B H N^2 d (two matmuls of 2 N^2 d each), halved when causal; the backward is 2.5x the forward
     (five matmuls instead of two), so forward + backward is 3.5x."""
+    B, H, N, d = (cu.require_number(name, n, integer=True, low=0) for name, n in zip("BHNd", (B, H, N, d)))
+    _require_flag("causal", causal)
+    _require_flag("backward", backward)
     forward = 4 * B * H * N * N * d * (0.5 if causal else 1.0)
     return forward * (3.5 if backward else 1.0)
 
@@ -543,8 +595,17 @@ def proton_kernels(path) -> "list[dict]":
         for child in children:
             walk(child, scopes + ([name] if children and name != "ROOT" else []))
 
-    tree = json.loads(open(path, encoding="utf-8").read())
-    walk(tree[0] if isinstance(tree, list) else tree, [])
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a str or Path to a Proton profile, got {type(path).__name__}")
+    try:
+        tree = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path} is not a Proton profile (.hatchet JSON): {err}") from None
+    if isinstance(tree, list):
+        tree = tree[0] if tree else None
+    if not isinstance(tree, dict) or not isinstance(tree.get("children", []), list):
+        raise ValueError(f"{path} is not a Proton profile: it holds no tree of frames (a dict, or a list of one)")
+    walk(tree, [])
     return rows
 
 
@@ -553,6 +614,7 @@ BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
 
 def sdpa(backend: str | None = None):
     """F.scaled_dot_product_attention, pinned to one of its backends (`BACKENDS`), or PyTorch's own choice."""
+    cu.require_choice("backend", backend, (None, *BACKENDS))
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -566,6 +628,12 @@ def sdpa(backend: str | None = None):
 
 def step(fn, q, k, v, causal: bool, backward: bool):
     """A call of no arguments to time: fn's forward, or forward + backward with a fixed dO."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable (an attention function), got {type(fn).__name__}")
+    cu.require_tensors(q=q, k=k, v=v, dtypes=SUPPORTED, ndim=4, max_numel=None, max_span=None,
+                       device=q.device if isinstance(q, torch.Tensor) else None)
+    _require_flag("causal", causal)
+    _require_flag("backward", backward)
     if not backward:
         return lambda: fn(q, k, v, causal)
     q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
@@ -579,6 +647,8 @@ def step(fn, q, k, v, causal: bool, backward: bool):
 
 def runs(call) -> bool:
     """Whether a backend accepts these inputs here (SDPA raises when a pinned backend cannot run them)."""
+    if not callable(call):
+        raise TypeError(f"call must be callable, got {type(call).__name__}")
     try:
         call()
         return True
@@ -588,11 +658,17 @@ def runs(call) -> bool:
 
 def naive_bytes(B: int, H: int, N: int, dtype: torch.dtype) -> int:
     """The naive version's N x N matrices: the scores in the input dtype and the softmax in fp32, at least."""
+    B, H, N = (cu.require_number(name, n, integer=True, low=0) for name, n in zip("BHN", (B, H, N)))
+    cu.require_choice("dtype", dtype, SUPPORTED)
     return B * H * N * N * (torch.finfo(dtype).bits // 8 + 4)
 
 
 def peak_memory_gib(call) -> float:
     """GPU memory that one call allocates at its peak beyond what was allocated before, in GiB."""
+    if not callable(call):
+        raise TypeError(f"call must be callable, got {type(call).__name__}")
+    if not torch.cuda.is_available():
+        raise ValueError("peak_memory_gib needs a CUDA GPU (it reads the CUDA caching allocator)")
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()

@@ -12,6 +12,7 @@ import functools
 import gc
 import json
 import pickle
+import types
 import weakref
 from collections import defaultdict
 from dataclasses import dataclass, replace
@@ -25,7 +26,8 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
-from course_utils.checks import require_choice, require_number
+from course_utils.checks import require_choice, require_number, require_tensors
+from course_utils.device import require_device
 
 FP32 = 4  # bytes
 
@@ -47,11 +49,37 @@ class GPTConfig:
             raise ValueError(f"GPTConfig.width ({self.width}) must be a multiple of heads ({self.heads})")
 
 
+def _require_cfg(cfg) -> GPTConfig:
+    if not isinstance(cfg, GPTConfig):
+        raise TypeError(f"cfg must be a GPTConfig, got {type(cfg).__name__}")
+    return cfg
+
+
+def _require_callable(name: str, fn) -> None:
+    if not callable(fn):
+        raise TypeError(f"{name} must be callable, got {type(fn).__name__}")
+
+
+def _require_flag(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def _require_cuda(what: str) -> None:
+    if not torch.cuda.is_available():
+        raise ValueError(f"{what} needs a CUDA GPU (it reads the CUDA caching allocator)")
+
+
+AUTOCAST = (None, torch.float16, torch.bfloat16)
+
+
 class Block(nn.Module):
     """Pre-norm transformer block: attention written out (scores, softmax, weighted sum), then a 4x MLP."""
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
+        _require_cfg(cfg)
         d, self.heads = cfg.width, cfg.heads
         self.ln1, self.qkv, self.proj = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
         self.ln2, self.fc1, self.act, self.fc2 = nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d)
@@ -65,6 +93,10 @@ class Block(nn.Module):
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[2] != self.ln1.normalized_shape[0] \
+                or x.shape[1] > self.causal.shape[0]:
+            raise ValueError(f"x must be a (batch, T, width={self.ln1.normalized_shape[0]}) tensor with T <= seq="
+                             f"{self.causal.shape[0]}, got {tuple(x.shape) if isinstance(x, torch.Tensor) else x!r:.80}")
         x = x + self.attention(self.ln1(x))
         return x + self.fc2(self.act(self.fc1(self.ln2(x))))
 
@@ -76,7 +108,7 @@ class GPT(nn.Module):
 
     def __init__(self, cfg: GPTConfig, checkpointing: str | None = None):
         super().__init__()
-        self.cfg = cfg
+        self.cfg = _require_cfg(cfg)
         self.tok, self.pos = nn.Embedding(cfg.vocab, cfg.width), nn.Embedding(cfg.seq, cfg.width)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
         self.ln_f, self.head = nn.LayerNorm(cfg.width), nn.Linear(cfg.width, cfg.vocab, bias=False)
@@ -95,6 +127,7 @@ class GPT(nn.Module):
         self._checkpointing = how
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        _require_tokens(self.cfg, idx, targets)
         x = self.tok(idx) + self.pos.weight[: idx.shape[1]]
         how = self.checkpointing
         every = 1 if how == "full" else int(how[6:]) if how and how.startswith("every ") else 0
@@ -107,6 +140,18 @@ class GPT(nn.Module):
                 x = block(x)
         logits = self.head(self.ln_f(x))
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def _require_tokens(cfg: GPTConfig, idx, targets) -> None:
+    """idx and targets: int64 (batch, T) on one device, T <= cfg.seq, ids in [0, cfg.vocab)."""
+    require_tensors(idx=idx, targets=targets, dtypes=(torch.int64,), ndim=2, same_shape=True, max_numel=None,
+                    max_span=None, device=idx.device if isinstance(idx, torch.Tensor) else None)
+    if not 1 <= idx.shape[1] <= cfg.seq or idx.shape[0] < 1:
+        raise ValueError(f"idx must be (batch >= 1, T) with 1 <= T <= cfg.seq={cfg.seq}, got {tuple(idx.shape)}")
+    for name, t in (("idx", idx), ("targets", targets)):
+        low, high = torch.aminmax(t)
+        if low < 0 or high >= cfg.vocab:
+            raise ValueError(f"{name} must hold token ids in [0, cfg.vocab={cfg.vocab}), got {int(low)}..{int(high)}")
 
 
 _MATMULS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default}
@@ -122,7 +167,9 @@ save_linear_outputs = functools.partial(create_selective_checkpoint_contexts, ke
 
 
 def make_batch(cfg: GPTConfig, device: str | torch.device = "cpu", seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
+    _require_cfg(cfg)
+    device = require_device(device)
+    g = torch.Generator().manual_seed(require_number("seed", seed, integer=True, low=0))
     idx = torch.randint(cfg.vocab, (cfg.batch, cfg.seq + 1), generator=g)
     return idx[:, :-1].contiguous().to(device), idx[:, 1:].contiguous().to(device)
 
@@ -132,7 +179,16 @@ def train_step(model: nn.Module, opt: torch.optim.Optimizer, idx: torch.Tensor, 
                mark: Callable[[str], None] | None = None) -> float:
     """One optimizer step over ``accumulation`` micro-batches that split the batch (same tokens, same update);
     ``autocast``: a dtype to run the forward in (torch.autocast); ``mark(phase)`` is called as each phase starts."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    if not isinstance(opt, torch.optim.Optimizer):
+        raise TypeError(f"opt must be a torch.optim.Optimizer, got {type(opt).__name__}")
+    require_tensors(idx=idx, targets=targets, dtypes=(torch.int64,), ndim=2, same_shape=True, max_numel=None,
+                    max_span=None, device=idx.device if isinstance(idx, torch.Tensor) else None)
     accumulation = require_number("accumulation", accumulation, integer=True, low=1, high=idx.shape[0])
+    require_choice("autocast", autocast, AUTOCAST)
+    if mark is not None:
+        _require_callable("mark", mark)
     mark = mark or (lambda phase: None)
     total = 0.0
     for i_chunk, t_chunk in zip(idx.chunk(accumulation), targets.chunk(accumulation)):
@@ -150,6 +206,7 @@ def train_step(model: nn.Module, opt: torch.optim.Optimizer, idx: torch.Tensor, 
 
 # ---- the formulas ------------------------------------------------------------------------------------------
 def param_count(cfg: GPTConfig) -> int:
+    _require_cfg(cfg)
     d = cfg.width
     per_block = 12 * d * d + 13 * d  # qkv 3d^2+3d, proj d^2+d, fc1 4d^2+4d, fc2 4d^2+d, two LayerNorms 4d
     return cfg.layers * per_block + 2 * cfg.vocab * d + cfg.seq * d + 2 * d
@@ -158,6 +215,8 @@ def param_count(cfg: GPTConfig) -> int:
 def block_saved_bytes(batch: int, seq: int, width: int, heads: int) -> int:
     """Bytes one fp32 block keeps for backward: 16 (B, T, d) tensors, the (B, heads, T, T) softmax output,
     and each LayerNorm's mean and 1/std per token."""
+    batch, seq, width, heads = (require_number(name, n, integer=True, low=1) for name, n in
+                                zip(("batch", "seq", "width", "heads"), (batch, seq, width, heads)))
     tokens = batch * seq
     bt_d = 16 * tokens * width  # x, ln1(x), copies of q, k, v, y for the matmuls; x1, ln2(x1), fc1 out, GELU out (4d each)
     return FP32 * (bt_d + batch * heads * seq * seq + 2 * 2 * tokens)
@@ -165,6 +224,7 @@ def block_saved_bytes(batch: int, seq: int, width: int, heads: int) -> int:
 
 def saved_bytes_formula(cfg: GPTConfig) -> dict[str, int]:
     """What backward keeps, by part (fp32, no checkpointing)."""
+    _require_cfg(cfg)
     tokens = cfg.batch * cfg.seq
     return {"token ids (embedding)": 8 * tokens,
             "blocks": cfg.layers * block_saved_bytes(cfg.batch, cfg.seq, cfg.width, cfg.heads),
@@ -178,6 +238,7 @@ def predict_budget(cfg: GPTConfig) -> dict[str, int]:
     parameters, AdamW's two moments and the activations are all alive when backward starts; gradients arrive
     as activations leave; on top sits the largest pair of backward temporaries (the gradient of an op's output
     and of its input: the log-softmax's (tokens x vocab) or the softmax's (B x heads x T x T))."""
+    _require_cfg(cfg)
     p = FP32 * param_count(cfg)
     activations = sum(saved_bytes_formula(cfg).values())
     temporaries = 2 * FP32 * max(cfg.batch * cfg.seq * cfg.vocab, cfg.batch * cfg.heads * cfg.seq * cfg.seq)
@@ -189,6 +250,8 @@ def predict_budget(cfg: GPTConfig) -> dict[str, int]:
 def saved_bytes_by_module(model: nn.Module, *args) -> dict[str, int]:
     """Run ``model(*args)`` with a hook on every tensor autograd saves; bytes by the innermost module running when
     it was saved. Each storage counts once (views of one tensor share it), parameters not at all."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen, by_module, stack = set(), defaultdict(int), []
     names = {m: n or "(model)" for n, m in model.named_modules()}
@@ -243,6 +306,11 @@ def forward_kept_bytes(model: nn.Module, idx: torch.Tensor, targets: torch.Tenso
                        autocast: torch.dtype | None = None) -> int:
     """Bytes a forward leaves alive for backward (its activation memory): the allocator's count on a GPU, the
     live storages the forward created (`LiveStorages`) on a CPU."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    require_tensors(idx=idx, targets=targets, dtypes=(torch.int64,), ndim=2, same_shape=True, max_numel=None,
+                    max_span=None, device=idx.device if isinstance(idx, torch.Tensor) else None)
+    require_choice("autocast", autocast, AUTOCAST)
     if idx.device.type == "cuda":
         torch.cuda.synchronize()
         before = torch.cuda.memory_allocated()
@@ -262,6 +330,8 @@ def forward_kept_bytes(model: nn.Module, idx: torch.Tensor, targets: torch.Tenso
 def gpu_peak(step: Callable[[], object]) -> dict[str, int]:
     """Run ``step()`` once on the GPU and read the caching allocator: the bytes allocated before, the peak,
     what it reserved, and its counters (torch.cuda.memory_stats)."""
+    _require_callable("step", step)
+    _require_cuda("gpu_peak")
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     before = torch.cuda.memory_allocated()
@@ -284,6 +354,11 @@ def record_snapshot(step: Callable[[Callable[[str], None]], object], steps: int,
     """Record the CUDA caching allocator's history over ``steps`` calls of ``step(mark)`` and dump it to ``path``
     (a pickle that pytorch.org/memory_viz opens); ``mark(phase)`` notes where each phase starts, saved beside
     it as ``<path>.phases.json`` (trace indices)."""
+    _require_callable("step", step)
+    steps = require_number("steps", steps, integer=True, low=1)
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
+    _require_cuda("record_snapshot")
     memory, device = torch.cuda.memory, torch.cuda.current_device()
     marks: list[tuple[str, int]] = []
     torch.cuda.synchronize()
@@ -304,6 +379,8 @@ def read_snapshot(path: str | Path) -> dict:
     """The snapshot ``torch.cuda.memory._dump_snapshot`` wrote: a dict with "segments" (the allocator's memory
     at the end) and "device_traces" (one list of events per device). Anything else gets a ValueError that says
     what the file is. (Like any pickle, open only files you trust.)"""
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a str or Path to a snapshot file, got {type(path).__name__}")
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"path: no such snapshot file {path}")
@@ -365,6 +442,11 @@ def timeline(snapshot: dict, marks: list[tuple[str, int]] | None = None, device:
     their phases (``marks``: [(phase, first event index)], phase in forward/backward/optimizer/end): made in the
     forward and freed later, activations; made in backward and kept, gradients; made and freed within one
     phase, temporaries."""
+    if not isinstance(snapshot, dict) or not {"segments", "device_traces"} <= set(snapshot):
+        raise TypeError("snapshot must be the dict read_snapshot() returns (keys 'segments' and 'device_traces'), "
+                        f"got {type(snapshot).__name__}")
+    marks = _require_marks(marks)
+    device = require_number("device", device, integer=True)
     traces = snapshot["device_traces"]
     if not 0 <= device < len(traces):
         raise ValueError(f"device must be in [0, {len(traces)}): the snapshot has {len(traces)} device traces")
@@ -414,12 +496,26 @@ def timeline(snapshot: dict, marks: list[tuple[str, int]] | None = None, device:
     return pd.DataFrame(rows, columns=["event", *CATEGORIES, "reserved"])
 
 
+def _require_marks(marks) -> list[tuple[str, int]]:
+    """marks: None or [(phase, first event index)], phase in forward/backward/optimizer/end."""
+    if marks is None:
+        return []
+    if not isinstance(marks, (list, tuple)) or not all(
+            isinstance(m, (list, tuple)) and len(m) == 2 for m in marks):
+        raise TypeError(f"marks must be a list of (phase, event index) pairs, got {marks!r:.80}")
+    for phase, start in marks:
+        require_choice("marks' phase", phase, (*PHASES, "end"))
+        require_number("marks' event index", start, integer=True, low=0)
+    return [(phase, int(start)) for phase, start in marks]
+
+
 def plot_timeline(frame: pd.DataFrame, marks: list[tuple[str, int]] | None = None, title: str = ""):
     """Stacked live bytes by category over the trace's events, the reserved bytes as a line, phases marked."""
     import matplotlib.pyplot as plt
 
     if not isinstance(frame, pd.DataFrame) or not {"event", "reserved", *CATEGORIES} <= set(frame.columns):
         raise ValueError("frame must be what timeline() returns (columns event, the categories, reserved)")
+    marks = _require_marks(marks)
     fig, ax = plt.subplots(figsize=(10, 4))
     gib = 2.0 ** 30
     ax.stackplot(frame["event"], *[frame[c] / gib for c in CATEGORIES], labels=CATEGORIES, step="post")
@@ -440,6 +536,7 @@ def largest_that_fits(try_size: Callable[[int], object], *, start: int = 1, limi
     """The largest n in [start, limit] for which ``try_size(n)`` returns rather than raising
     torch.OutOfMemoryError (0 if even ``start`` does not fit): doubling, then bisection, assuming that a size
     that fits means every smaller one fits."""
+    _require_callable("try_size", try_size)
     start = require_number("start", start, integer=True, low=1)
     limit = require_number("limit", limit, integer=True, low=start)
 
@@ -474,7 +571,14 @@ def trains_on_gpu(cfg: GPTConfig, budget_bytes: int, *, checkpointing: str | Non
                   autocast: torch.dtype | None = None, fused: bool = False, steps: int = 2) -> None:
     """Build ``cfg``'s model on the GPU and train ``steps`` steps with the allocator capped at ``budget_bytes``
     (torch.cuda.set_per_process_memory_fraction); raises torch.OutOfMemoryError if it does not fit."""
+    _require_cfg(cfg)
     budget_bytes = require_budget(budget_bytes)
+    GPT.checkpointing.fset(types.SimpleNamespace(), checkpointing)  # the model's own check, before any allocation
+    require_choice("autocast", autocast, AUTOCAST)
+    _require_flag("fused", fused)
+    steps = require_number("steps", steps, integer=True, low=1)
+    _require_cuda("trains_on_gpu")
+    model = opt = None
     total = torch.cuda.get_device_properties(0).total_memory
     torch.cuda.set_per_process_memory_fraction(min(1.0, budget_bytes / total))
     try:
@@ -493,6 +597,7 @@ def trains_on_gpu(cfg: GPTConfig, budget_bytes: int, *, checkpointing: str | Non
 def trains_by_formula(cfg: GPTConfig, budget_bytes: int, *, checkpointing: str | None = None) -> None:
     """The CPU twin of `trains_on_gpu`: raises torch.OutOfMemoryError when the predicted peak (fp32; full
     checkpointing keeps one (B, T, d) input per block and recomputes one block at a time) exceeds the budget."""
+    _require_cfg(cfg)
     budget_bytes = require_budget(budget_bytes)
     require_choice("checkpointing", checkpointing, (None, "full"))
     parts = predict_budget(cfg)
@@ -508,4 +613,4 @@ def trains_by_formula(cfg: GPTConfig, budget_bytes: int, *, checkpointing: str |
 
 
 def with_layers(cfg: GPTConfig, layers: int) -> GPTConfig:
-    return replace(cfg, layers=layers)
+    return replace(_require_cfg(cfg), layers=layers)
