@@ -153,8 +153,18 @@ def test_solution_passes(nb, name, request):
     assert report.seconds < SECONDS_PER_GRADING, f"{exercise.name}: {report.seconds:.1f} s"
 
 
-# The wrong answers are graded in tests/test_exercises_wrong_answers.py: a file of their own, so that pytest-xdist
-# (--dist loadfile) grades them on another core than the reference solutions.
+@pytest.mark.parametrize("nb, index", [(nb, i) for nb in NOTEBOOKS for i in range(len(_wrong(nb)))],
+                         ids=lambda v: v if isinstance(v, str) else str(v))
+def test_wrong_answer_fails_with_a_helpful_message(nb, index, request):
+    exercise, label, fn, words = _wrong(nb)[index]
+    if cu.HAS_CUDA and isinstance(fn, str):
+        pytest.skip("a C++ twin: graded on a CPU")
+    report = grade(exercise, _function(nb, fn, request), quiet=True)
+    assert report.status == "FAILED", f"{exercise.name}, {label}: the grader let it pass ({report})"
+    assert report.message.startswith("The smallest failing case: "), str(report)
+    missing = [w for w in words if w not in report.message]
+    assert not missing, f"{exercise.name}, {label}: {missing} not in {report.message!r}"
+    assert report.seconds < SECONDS_PER_GRADING, f"{exercise.name}, {label}: {report.seconds:.1f} s"
 
 
 def test_unfilled_stubs_are_not_attempted(capsys):
