@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -63,6 +64,8 @@ def run_python(script: str | Path, *args: str, env: Mapping[str, str] | None = N
     A script that does not exist raises; a timeout gives ``returncode=None``, never a hang.
     """
     script = Path(script)
+    if not script.is_file() and not script.is_absolute() and (PROJECT_DIR / script).is_file():
+        script = PROJECT_DIR / script  # a path from the project's root works from any folder (a notebook's)
     if not script.is_file():
         raise FileNotFoundError(f"script: no such file {script}")
     if not all(isinstance(a, str) for a in (*args, *prefix)):
@@ -70,10 +73,23 @@ def run_python(script: str | Path, *args: str, env: Mapping[str, str] | None = N
     if not isinstance(timeout, numbers.Real) or isinstance(timeout, bool) or not 0 < timeout < float("inf"):
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     command = [*prefix, sys.executable, str(script), *args]
+    # a session of its own: on a timeout (or an interrupted kernel) the whole process group is killed, so a
+    # launcher's workers (torchrun's ranks, a profiler's target) never outlive it
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=PROJECT_DIR,
+                          env=child_env(env, interpret=interpret), start_new_session=True) as child:
+        try:
+            out, err = child.communicate(timeout=timeout)
+        except BaseException as stop:
+            _kill_group(child)
+            out, err = child.communicate()
+            if not isinstance(stop, subprocess.TimeoutExpired):
+                raise
+            return ScriptRun(None, _relative(out or ""), _relative(err or "") + f"\n(killed after {timeout:g} s)")
+    return ScriptRun(child.returncode, _relative(out), _relative(err))
+
+
+def _kill_group(child: subprocess.Popen) -> None:
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=PROJECT_DIR,
-                              env=child_env(env, interpret=interpret))
-    except subprocess.TimeoutExpired as err:
-        out = err.stdout.decode() if isinstance(err.stdout, bytes) else (err.stdout or "")
-        return ScriptRun(None, _relative(out), f"(killed after {timeout:g} s)")
-    return ScriptRun(done.returncode, _relative(done.stdout), _relative(done.stderr))
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        child.kill()

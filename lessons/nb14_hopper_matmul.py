@@ -249,9 +249,16 @@ def persistent_families() -> dict[str, list]:
     return families
 
 
-@functools.lru_cache(maxsize=None)
 def persistent_tuned(family: str = "all"):
-    """The autotuned persistent kernel of one family (None where no config of it is usable here)."""
+    """The autotuned persistent kernel of one family (None where no config of it is usable here): one autotuner per
+    family, however it is named (`persistent_tuned()` and `persistent_tuned("all")` are the same object)."""
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {list(FAMILIES)}, got {family!r}")
+    return _persistent_tuned(family)
+
+
+@functools.lru_cache(maxsize=None)
+def _persistent_tuned(family: str):
     configs = persistent_families()[family]
     return autotune(configs, key=["M", "N", "K"])(matmul_persistent_kernel) if configs else None
 
