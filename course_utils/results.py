@@ -75,7 +75,8 @@ class Headline:
         return f"{self.what}: {figure}" + ("" if baseline == "-" else f" | {baseline} | {ratio}")
 
 
-_LOWER_IS_BETTER = {"ns", "us", "µs", "ms", "s", "bytes", "B", "KiB", "MiB", "GiB", "KB", "MB", "GB"}
+_TIME_UNITS = {"ns", "us", "µs", "ms", "s"}
+_LOWER_IS_BETTER = _TIME_UNITS | {"bytes", "B", "KiB", "MiB", "GiB", "KB", "MB", "GB"}
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,8 @@ def verdict(what: str, value: float, unit: str, *, baseline: str = "", baseline_
             raise ValueError(f"value and baseline_value must be > 0 to compare, got {value} and {baseline_value}")
         ratio = baseline_value / value if lower else value / baseline_value
         line += f" vs {baseline or 'baseline'} {format_figure(baseline_value)} {unit} = {ratio:.2f}x"
-        line += " (speed-up)" if lower else ""
+        if lower:  # the ratio reads as "times faster" for a time, "times smaller" for a size
+            line += " (speed-up)" if unit in _TIME_UNITS else " (smaller)" if unit in _LOWER_IS_BETTER else " (lower)"
     holds = None
     if expect is not None:
         judged = ratio if ratio is not None else value

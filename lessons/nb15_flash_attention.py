@@ -347,8 +347,9 @@ def for_head_dim(table: dict):
     """An early prune: keep the configs listed for this head dim, no tile longer than N needs."""
     _require_table(table)
     def prune(configs, named_args, **kwargs):
-        wanted = set(tiles_for(table, named_args["HEAD_DIM"]))
-        cap = max(16, triton.next_power_of_2(named_args["N_CTX"]))
+        args = {**named_args, **kwargs}  # Triton 3.6 passes the arguments given by keyword apart
+        wanted = set(tiles_for(table, args["HEAD_DIM"]))
+        cap = max(16, triton.next_power_of_2(args["N_CTX"]))
         kept = [c for c in configs if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) in wanted
                 and max(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) <= max(cap, 64)]
         return kept or configs[:1]
@@ -534,7 +535,7 @@ def tma_configs(table: dict) -> list[triton.Config]:
 def tma_prune(configs, named_args, **kwargs):
     """The head dim's tiles; warp-specialized, 8 warps only (with 4, Triton's sm_90 pipeline fails to compile)."""
     kept = for_head_dim(FWD_TILES)(configs, named_args, **kwargs)
-    if named_args.get("WARP_SPECIALIZE") and not cu.INTERPRET:
+    if {**named_args, **kwargs}.get("WARP_SPECIALIZE") and not cu.INTERPRET:
         kept = [c for c in kept if c.num_warps == 8] or [triton.Config(kept[0].kwargs, num_warps=8, num_stages=2,
                                                                        pre_hook=set_block_shapes)]
     return kept

@@ -263,7 +263,7 @@ def saved_bytes_by_module(model: nn.Module, *args) -> dict[str, int]:
         if storage.data_ptr() not in params and storage.data_ptr() not in seen:
             seen.add(storage.data_ptr())
             by_module[stack[-1] if stack else "(outside)"] += storage.nbytes()
-        return t
+        return t.detach()  # not t: a saved output would hold its own graph node, a cycle gc cannot see
 
     try:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -569,8 +569,9 @@ def require_budget(budget_bytes: int) -> int:
 
 def trains_on_gpu(cfg: GPTConfig, budget_bytes: int, *, checkpointing: str | None = None,
                   autocast: torch.dtype | None = None, fused: bool = False, steps: int = 2) -> None:
-    """Build ``cfg``'s model on the GPU and train ``steps`` steps with the allocator capped at ``budget_bytes``
-    (torch.cuda.set_per_process_memory_fraction); raises torch.OutOfMemoryError if it does not fit."""
+    """Build ``cfg``'s model on the GPU and train ``steps`` steps with the allocator capped at ``budget_bytes`` more
+    than this process already holds (torch.cuda.set_per_process_memory_fraction); raises torch.OutOfMemoryError
+    if it does not fit."""
     _require_cfg(cfg)
     budget_bytes = require_budget(budget_bytes)
     GPT.checkpointing.fset(types.SimpleNamespace(), checkpointing)  # the model's own check, before any allocation
@@ -580,7 +581,8 @@ def trains_on_gpu(cfg: GPTConfig, budget_bytes: int, *, checkpointing: str | Non
     _require_cuda("trains_on_gpu")
     model = opt = None
     total = torch.cuda.get_device_properties(0).total_memory
-    torch.cuda.set_per_process_memory_fraction(min(1.0, budget_bytes / total))
+    torch.cuda.empty_cache()  # what this process already holds stays outside the budget
+    torch.cuda.set_per_process_memory_fraction(min(1.0, (torch.cuda.memory_reserved() + budget_bytes) / total))
     try:
         with torch.device("cuda"):
             model = GPT(cfg, checkpointing=checkpointing)

@@ -119,3 +119,13 @@ def test_mismatched_devices_and_spans_past_int32_are_refused():
 def test_tma_variant_refuses_fp32():
     with pytest.raises(TypeError, match="dtype"):
         flash_attention_tma(_t(dtype=torch.float32), _t(dtype=torch.float32), _t(dtype=torch.float32))
+
+
+def test_prune_reads_arguments_given_by_keyword():
+    """Triton 3.6 hands the prune the positional arguments as `named_args` and those given by keyword apart."""
+    from lessons.nb15_flash_attention import GPU_FWD, configs, for_head_dim
+
+    prune, all_configs = for_head_dim(GPU_FWD), configs(GPU_FWD)
+    by_keyword = prune(all_configs, {"N_CTX": 4096}, HEAD_DIM=128, CAUSAL=True)
+    assert by_keyword == prune(all_configs, {"N_CTX": 4096, "HEAD_DIM": 128, "CAUSAL": True})
+    assert {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) for c in by_keyword} == set(GPU_FWD[128])

@@ -173,6 +173,8 @@ def test_verdict_states_figure_baseline_ratio_and_prediction(capsys):
     slow = verdict("softmax", 0.2, "ms", baseline="torch", baseline_value=0.1, expect=(0.9, None), judge=True)
     assert slow.ratio == pytest.approx(0.5) and slow.holds is False and "(speed-up)" in slow.line
     assert "does NOT hold" in slow.line
+    small = verdict("peak", 700.0, "MiB", baseline="default", baseline_value=1400.0, judge=False)
+    assert small.ratio == pytest.approx(2.0) and "(smaller)" in small.line and "speed-up" not in small.line
     cpu = verdict("x", 1.0, "GB/s", baseline="y", baseline_value=2.0, expect=(None, 1.0), judge=False)
     assert cpu.holds is None and "not judged" in cpu.line
     alone = verdict("share", 91.0, "%", expect=(80, None), judge=True)
