@@ -1,16 +1,42 @@
-"""Exported from notebooks/10_input_pipeline_case_study.ipynb by `python -m course_utils.export`: edit the notebook, not this file."""
+"""Notebook 10's input pipeline, written by hand and shown by the notebooks (10 and deep dive 10b).
 
+- the data: a synthetic ImageNet-style folder of JPEG files (`FolderSpec`, `make_image_folder`);
+- loading with the ecosystem's parts: the training augmentation, `CheckedImageFolder` (bad files reported
+  with their path), collate functions, `JpegBytesFolder` (bytes for device-side decoding), failure injection;
+- the device side: `normalize_on_device`, `decode_jpegs` + `resized_crops` (nvJPEG), `DevicePrefetcher`;
+- the ladder's measurement: `Rung`, `make_loader`, `prepare_batch`, the training step, `measure` and the
+  figures read from its profile.
+
+DataLoader worker processes import the dataset and collate classes from here by their module path (a class
+defined in a notebook cell lives in ``__main__``, which a spawned worker does not have).
+"""
+
+import contextlib
 import io
 import json
 import numbers
 import os
+import queue
+import re
+import signal
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
+import torch.nn.functional as F
+import torchvision.transforms as T
 from PIL import Image
+from torch.utils.data import Dataset, default_collate, get_worker_info
+from torchvision import datasets
+from torchvision.transforms import v2
 
+from course_utils.device import require_device
+
+# ---------------------------------------------------------------------------------------------- the data
 #: Bump when the images a FolderSpec produces change, so that an old cached folder is not reused.
 GENERATOR_VERSION = 1
 
@@ -73,7 +99,14 @@ def _check_label_index(label, index, spec=None):
         raise ValueError(f"label must be below spec.n_classes = {spec.n_classes}, got {label}")
 
 
+def _check_root(root):
+    if not isinstance(root, (str, os.PathLike)):
+        raise TypeError(f"root must be a folder path (str or Path), got {type(root).__name__}")
+    return Path(root)
+
+
 def image_path(root, label, index):
+    root = _check_root(root)
     _check_label_index(label, index)
     return Path(root) / f"class_{label:03d}" / f"img_{index:05d}.jpg"
 
@@ -100,7 +133,7 @@ def make_image_folder(root, spec, *, workers=1):
         raise TypeError(f"spec must be a FolderSpec, got {type(spec).__name__}")
     if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
         raise ValueError(f"workers must be a positive int, got {workers!r}")
-    root = Path(root)
+    root = _check_root(root)
     manifest = root / "manifest.json"
     wanted = {"spec": asdict(spec), "generator_version": GENERATOR_VERSION}
     if manifest.exists():
@@ -125,20 +158,8 @@ def make_image_folder(root, spec, *, workers=1):
     return {"root": root, "images": len(paths), "bytes": total, "written": len(todo)}
 
 
-import io
-import numbers
-import os
-import signal
-import time
-from dataclasses import dataclass
 
-import torch
-import torchvision.transforms as T
-from PIL import Image
-from torch.utils.data import Dataset, default_collate, get_worker_info
-from torchvision import datasets
-from torchvision.transforms import v2
-
+# ------------------------------------------------------------------------ loading with the ecosystem's parts
 #: ImageNet's per-channel means and standard deviations (of pixels scaled to 0..1).
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
@@ -185,6 +206,10 @@ class CheckedImageFolder(datasets.ImageFolder):
     def __init__(self, root, transform=None, *, on_error="skip"):
         if on_error not in ("skip", "raise"):
             raise ValueError(f"on_error must be 'skip' or 'raise', got {on_error!r}")
+        if not _check_root(root).is_dir():
+            raise FileNotFoundError(f"root must be an existing folder of class folders, got {os.fspath(root)!r}")
+        if transform is not None and not callable(transform):
+            raise TypeError(f"transform must be callable (e.g. train_transform(224)), got {type(transform).__name__}")
         super().__init__(os.fspath(root), transform=transform)
         self.on_error = on_error
 
@@ -320,18 +345,7 @@ def shutdown_workers(iterator):
         stop()
 
 
-import io
-import numbers
-import queue
-import threading
-
-import numpy as np
-import torch
-import torch.nn.functional as F
-from PIL import Image
-
-from course_utils.device import require_device
-
+# ------------------------------------------------------------------------------------------ the device side
 _STATS = {}
 
 
@@ -351,11 +365,12 @@ def normalize_on_device(x, *, channels_last=False):
     and the layout change (``channels_last=True``) are one copy.
     """
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"expected a tensor, got {type(x).__name__}")
+        raise TypeError(f"x must be a tensor, got {type(x).__name__}")
     if x.dtype not in (torch.uint8, torch.float32):
-        raise TypeError(f"expected uint8 pixels (or float32 in 0..255), got {x.dtype}")
+        raise TypeError(f"x must hold uint8 pixels (or float32 in 0..255), got {x.dtype}")
     if x.dim() != 4 or x.shape[1] != 3:
-        raise ValueError(f"expected a batch N x 3 x H x W, got shape {tuple(x.shape)}")
+        raise ValueError(f"x must be a batch N x 3 x H x W, got shape {tuple(x.shape)}")
+    _flag("channels_last", channels_last)
     if x.device.type not in ("cpu", "cuda"):
         raise ValueError(f"x must be on the CPU or a CUDA GPU, got {x.device}")
     if x.dtype == torch.float32 and x.numel() and 0 < float(x.amax()) <= 1:  # one sync, float input only
@@ -424,8 +439,20 @@ def resized_crops(images, boxes, flips, size):
         if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8 or image.dim() != 3 or image.shape[0] != 3:
             raise ValueError(f"images[{i}] must be a uint8 3 x H x W tensor (channels first, 0..255), got "
                              + (f"{image.dtype} {tuple(image.shape)}" if isinstance(image, torch.Tensor) else repr(image)))
-    boxes = torch.as_tensor(boxes, dtype=torch.long).reshape(-1, 4).tolist()
-    flips = torch.as_tensor(flips, dtype=torch.bool).reshape(-1).tolist()
+    try:
+        boxes = torch.as_tensor(boxes).reshape(-1, 4)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"boxes must be (top, left, height, width) per image, got {boxes!r}") from None
+    if boxes.numel() and (boxes.is_floating_point() or boxes.dtype == torch.bool or boxes.is_complex()):
+        raise TypeError(f"boxes must hold integers (pixel positions), got {boxes.dtype}")
+    boxes = boxes.long().tolist()
+    try:
+        flips = torch.as_tensor(flips).reshape(-1)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"flips must be one bool per image, got {flips!r}") from None
+    if flips.numel() and flips.dtype != torch.bool:
+        raise TypeError(f"flips must be bools (one per image), got {flips.dtype}")
+    flips = flips.bool().tolist()
     if not len(images) == len(boxes) == len(flips):
         raise ValueError(f"{len(images)} images, {len(boxes)} boxes and {len(flips)} flips: need one each")
     if not images:
@@ -471,7 +498,7 @@ class DevicePrefetcher:
         if not hasattr(loader, "__iter__"):
             raise TypeError(f"loader must be iterable (a DataLoader), got {type(loader).__name__}")
         self.loader, self.prepare, self.device = loader, prepare, require_device(device)
-        self.thread, self.depth = thread, depth
+        self.thread, self.depth = _flag("thread", thread), depth
         self.stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
 
     def __iter__(self):
@@ -554,3 +581,338 @@ class DevicePrefetcher:
         finally:
             stop.set()
             worker.join(timeout=60)
+
+
+# ----------------------------------------------------------------------------------- the ladder's measurement
+#: The ranges of one training step, as `run_steps` labels them with `course_utils.profiling.annotate`.
+STEP_RANGES = ("data", "forward", "backward", "optimizer")
+#: cuDNN's layout transposes between NCHW and NHWC.
+LAYOUT_KERNELS = re.compile(r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw", re.IGNORECASE)
+#: Classes of a ResNet step's kernels, by name; the first match wins, the rest is "other".
+KERNEL_CLASSES = (
+    ("layout transposes", LAYOUT_KERNELS),
+    ("batch norm", re.compile(r"batch_?norm|bn_fw|bn_bw|\bbn_", re.IGNORECASE)),
+    ("optimizer", re.compile(r"multi_tensor|foreach", re.IGNORECASE)),
+    ("convolutions, matmuls", re.compile(r"conv|implicit_gemm|xmma|dgrad|wgrad|fprop|winograd|gemm|cutlass|sm\d+_",
+                                         re.IGNORECASE)),
+    ("elementwise, pooling", re.compile(r"elementwise|vectorized|unrolled|reduce|pool|relu|threshold", re.IGNORECASE)),
+)
+_LAUNCH = re.compile(r"^cu(da)?LaunchKernel")
+_SYNC = re.compile(r"^cuda(Stream|Device|Event)Synchronize$")
+
+
+def _positive_int(name, value, *, minimum=1):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _flag(name, value):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def sync(device):
+    """Wait for the device's queued work (a no-op on the CPU)."""
+    if require_device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One rung of the ladder: how batches are loaded and prepared, and how the model runs."""
+
+    label: str
+    num_workers: int = 0
+    pinned: bool = False  # pin_memory=True, non_blocking=True copies
+    fast_model: bool = False  # channels_last + bf16 autocast
+    prefetch: bool = False  # DevicePrefetcher: next batch prepared on a side stream
+    device_work: str = "none"  # "normalize": uint8 batches normalized on the device; "decode": nvJPEG + crops
+    thread: bool = False  # the prefetcher in a background thread
+
+    def __post_init__(self):
+        if not isinstance(self.label, str) or not self.label:
+            raise TypeError(f"Rung.label must be a non-empty str, got {self.label!r}")
+        object.__setattr__(self, "num_workers", _positive_int("Rung.num_workers", self.num_workers, minimum=0))
+        for name in ("pinned", "fast_model", "prefetch", "thread"):
+            object.__setattr__(self, name, _flag(f"Rung.{name}", getattr(self, name)))
+        if self.device_work not in ("none", "normalize", "decode"):
+            raise ValueError(f"Rung.device_work must be 'none', 'normalize' or 'decode', got {self.device_work!r}")
+
+    @property
+    def warmup_steps(self):
+        """Steps before timing: the workers' first batches (two each, prefetch_factor=2) are used up first."""
+        return 2 * self.num_workers + 3
+
+
+def make_loader(rung, root, *, crop, batch_size, n_batches, seed=0, timeout=120):
+    """The rung's DataLoader over the folder ``root``: ``n_batches`` batches drawn by a seeded sampler."""
+    if not isinstance(rung, Rung):
+        raise TypeError(f"rung must be a Rung, got {type(rung).__name__}")
+    crop, batch_size = _positive_int("crop", crop, minimum=8), _positive_int("batch_size", batch_size)
+    n_batches, timeout = _positive_int("n_batches", n_batches), _positive_int("timeout", timeout)
+    if rung.device_work == "decode":
+        dataset, collate, pin = JpegBytesFolder(root), collate_encoded, False  # bytes: nvJPEG reads host memory
+    else:
+        output = "uint8" if rung.device_work == "normalize" else "float"
+        dataset, collate, pin = CheckedImageFolder(root, train_transform(crop, output=output)), collate_images, rung.pinned
+    sampler = torch.utils.data.RandomSampler(dataset, num_samples=n_batches * batch_size,
+                                             generator=torch.Generator().manual_seed(seed))
+    extra = {"prefetch_factor": 2, "timeout": timeout} if rung.num_workers > 0 else {}
+    return torch.utils.data.DataLoader(
+        dataset, batch_size=batch_size, sampler=sampler, num_workers=rung.num_workers,
+        pin_memory=pin and torch.cuda.is_available(), collate_fn=collate, drop_last=True, persistent_workers=False,
+        generator=torch.Generator().manual_seed(seed), **extra)
+
+
+def prepare_batch(rung, batch, device, crop):
+    """A loader batch -> (x, y, skipped) on ``device``, as the rung prescribes."""
+    if not isinstance(rung, Rung):
+        raise TypeError(f"rung must be a Rung, got {type(rung).__name__}")
+    device, crop = require_device(device), _positive_int("crop", crop)
+    if not isinstance(batch, (list, tuple)) or len(batch) != (7 if rung.device_work == "decode" else 3):
+        raise TypeError(f"batch must be what this rung's collate function returns "
+                        f"({'collate_encoded' if rung.device_work == 'decode' else 'collate_images'}), got "
+                        f"{type(batch).__name__}")
+    if rung.device_work == "decode":
+        flat, lengths, boxes, flips, labels, paths, skipped = batch
+        images, failed = decode_jpegs(list(torch.split(flat, lengths.tolist())), device)
+        keep = [i for i, image in enumerate(images) if image is not None]
+        skipped = skipped + [Skipped(paths[i], reason) for i, reason in failed]
+        x = resized_crops([images[i] for i in keep], boxes[keep], flips[keep], crop)
+        x = normalize_on_device(x, channels_last=rung.fast_model)
+        return x, labels[keep].to(device, non_blocking=True), skipped
+    x, y, skipped = batch
+    x = x.to(device, non_blocking=rung.pinned)
+    y = y.to(device, non_blocking=rung.pinned)
+    if rung.device_work == "normalize":
+        x = normalize_on_device(x, channels_last=rung.fast_model)
+    elif rung.fast_model:
+        x = x.contiguous(memory_format=torch.channels_last)
+    return x, y, skipped
+
+
+def device_batches(loader, prepare):
+    """Without a prefetcher: fetch, then prepare, in the caller's thread and stream; the workers stop in the
+    ``finally`` (also after an error, or when the generator is closed early)."""
+    if not hasattr(loader, "__iter__"):
+        raise TypeError(f"loader must be iterable (a DataLoader), got {type(loader).__name__}")
+    if not callable(prepare):
+        raise TypeError("prepare must be callable: batch -> (x, y, skipped)")
+    return _device_batches(loader, prepare)
+
+
+def _device_batches(loader, prepare):
+    it = iter(loader)
+    try:
+        for batch in it:
+            yield prepare(batch)
+    finally:
+        shutdown_workers(it)
+
+
+def loader_rate(loader, *, warmup, steps):
+    """Images/s of a DataLoader alone (no model, no copy): ``warmup`` batches, then ``steps`` timed."""
+    warmup, steps = _positive_int("warmup", warmup, minimum=0), _positive_int("steps", steps)
+    if not hasattr(loader, "__iter__"):
+        raise TypeError(f"loader must be iterable (a DataLoader), got {type(loader).__name__}")
+    it = iter(loader)
+    try:
+        for _ in range(warmup):
+            next(it)
+        start = time.perf_counter()
+        images = sum(len(next(it)[1]) for _ in range(steps))
+        return images / (time.perf_counter() - start)
+    finally:
+        shutdown_workers(it)
+
+
+def make_model(arch, n_classes, device, *, channels_last=False, seed=0):
+    """A torchvision model ``arch`` (untrained) on ``device`` and its SGD optimizer (momentum, weight decay)."""
+    import torchvision
+
+    if not isinstance(arch, str) or not callable(getattr(torchvision.models, arch, None)):
+        raise ValueError(f"arch must name a torchvision model such as 'resnet50', got {arch!r}")
+    n_classes, device = _positive_int("n_classes", n_classes), require_device(device)
+    torch.manual_seed(seed)
+    model = getattr(torchvision.models, arch)(weights=None, num_classes=n_classes).to(device)
+    if _flag("channels_last", channels_last):
+        model = model.to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-5)
+    return model, opt
+
+
+def _check_model(model, opt):
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(opt, torch.optim.Optimizer):
+        raise TypeError(f"opt must be a torch.optim.Optimizer, got {type(opt).__name__}")
+
+
+def train_step(model, opt, x, y, *, bf16):
+    """One training step: forward (bf16 autocast if asked) and loss, backward, optimizer step, each a range."""
+    from course_utils.profiling import annotate
+
+    _check_model(model, opt)
+    if not isinstance(x, torch.Tensor) or x.dim() != 4 or not x.is_floating_point():
+        raise TypeError(f"x must be a float batch N x C x H x W, got "
+                        f"{f'{x.dtype} {tuple(x.shape)}' if isinstance(x, torch.Tensor) else type(x).__name__}")
+    if not isinstance(y, torch.Tensor) or y.shape != x.shape[:1] or y.is_floating_point():
+        raise TypeError(f"y must hold one integer label per image of x ({x.shape[0]}), got "
+                        f"{f'{y.dtype} {tuple(y.shape)}' if isinstance(y, torch.Tensor) else type(y).__name__}")
+    bf16 = _flag("bf16", bf16)
+    with annotate("forward"):
+        with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(model(x), y)
+    with annotate("backward"):
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+    with annotate("optimizer"):
+        opt.step()
+    return loss.detach()
+
+
+def run_steps(batches, model, opt, n, *, bf16, on_step=None, sync_last=False):
+    """``n`` training steps on batches (x, y, skipped) from the iterator ``batches``, the fetch labelled "data".
+    Returns (images, last loss, skipped files)."""
+    from course_utils.profiling import annotate
+
+    n = _positive_int("n", n, minimum=0)
+    if not hasattr(batches, "__next__"):
+        raise TypeError(f"batches must be an iterator of (x, y, skipped), got {type(batches).__name__}")
+    images, loss, skipped = 0, None, []
+    for i in range(n):
+        with annotate("data"):
+            x, y, bad = next(batches)
+        skipped += bad
+        if len(y):
+            loss = train_step(model, opt, x, y, bf16=bf16)
+            images += len(y)
+        if sync_last and i == n - 1 and len(y):
+            sync(x.device)  # the window ends when the GPU has finished, not when the last launch returned
+        if on_step is not None:
+            on_step()
+    return images, loss, skipped
+
+
+def kernel_classes(frame, steps):
+    """Device time per step (ms) of each class of `KERNEL_CLASSES` (and "other") in a `device_activity` frame."""
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame) or not {"name", "category", "duration_us"} <= set(frame.columns):
+        raise TypeError("frame must be the DataFrame that course_utils.profiling.device_activity returns")
+    steps = _positive_int("steps", steps)
+    kernels = frame[frame["category"] == "kernel"]
+    label = [next((cls for cls, pattern in KERNEL_CLASSES if pattern.search(name)), "other") for name in kernels["name"]]
+    order = [cls for cls, _ in KERNEL_CLASSES] + ["other"]
+    per_step = kernels["duration_us"].groupby(pd.Series(label, index=kernels.index)).sum() / steps / 1e3
+    return per_step.reindex(order, fill_value=0.0)
+
+
+def step_figures(prof, steps):
+    """The figures of a profiled window of ``steps`` training steps, and its `device_activity` frame.
+
+    ``busy_pct``: share of the window in which a kernel ran on any stream (on a CPU: the share inside forward,
+    backward and optimizer); ``data_ms`` / ``data_pct``: host time per step in the "data" range, and its share
+    of the window; ``host_step_ms``: host time per step inside forward + backward + optimizer, the training
+    thread's time to launch one step's work on a GPU; ``kernel_ms``: time per step in which a kernel ran;
+    ``copy_ms``: copy time per step; ``layout_kernels`` per step; ``launches``: kernel-launch calls per step
+    (every thread); ``sync_ms``: host time per step in CUDA synchronize calls (every thread).
+    """
+    from course_utils.profiling import device_activity, idle_fraction, range_times
+
+    if not callable(getattr(prof, "events", None)):
+        raise TypeError(f"prof must be a torch.profiler.profile, read after its with block; got {type(prof).__name__}")
+    steps = _positive_int("steps", steps)
+    frame = device_activity(prof)
+    ranges = range_times(prof, list(STEP_RANGES))
+    start, end = frame.attrs["window_us"]
+    window = max(end - start, 1e-9)
+    host_us = ranges.loc[["forward", "backward", "optimizer"], "cpu_us"].sum()
+    out = {"data_ms": ranges.loc["data", "cpu_us"] / steps / 1e3, "data_pct": 100 * ranges.loc["data", "cpu_us"] / window,
+           "host_step_ms": host_us / steps / 1e3}
+    if frame.attrs["device"] == "cuda":
+        kernels = frame[frame["category"] == "kernel"].copy()
+        kernels.attrs = dict(frame.attrs)
+        busy = 1 - idle_fraction(kernels)
+        runtime = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU]
+        out.update(busy_pct=100 * busy, kernel_ms=busy * window / steps / 1e3,
+                   copy_ms=frame.loc[frame["category"] == "memcpy", "duration_us"].sum() / steps / 1e3,
+                   layout_kernels=kernels["name"].str.contains(LAYOUT_KERNELS).sum() / steps,
+                   launches=sum(1 for e in runtime if _LAUNCH.match(e.name)) / steps,
+                   sync_ms=sum(e.time_range.elapsed_us() for e in runtime if _SYNC.match(e.name)) / steps / 1e3)
+    else:  # the CPU is the device: busy = inside forward, backward or optimizer
+        nan = float("nan")
+        out.update(busy_pct=100 * host_us / window, kernel_ms=nan, copy_ms=nan, layout_kernels=nan, launches=nan,
+                   sync_ms=nan)
+    return out, frame
+
+
+def measure(name, source, model, opt, *, warmup, steps, profile_steps, bf16, trace_dir=None, stages=None):
+    """Warm up, time ``steps`` training steps (wall clock, synchronized at both ends), then profile
+    ``profile_steps`` more with `torch.profiler` (one profiler warm-up step first; ``stages``: submodules to
+    label with `annotate_calls`) and read the window with `step_figures`. The trace goes to
+    ``trace_dir/<name>.json.gz`` (for https://ui.perfetto.dev) when ``trace_dir`` is given.
+
+    Returns (row, frame): row holds name, images_per_s, step_ms, the figures, skipped, loss and trace.
+    """
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    from course_utils.profiling import annotate_calls
+
+    if not isinstance(name, str) or not re.fullmatch(r"[\w.-]+", name):
+        raise ValueError(f"name must be a file-name-safe str (letters, digits, _ . -), got {name!r}")
+    warmup = _positive_int("warmup", warmup, minimum=0)
+    steps, profile_steps = _positive_int("steps", steps), _positive_int("profile_steps", profile_steps)
+    if not hasattr(source, "__iter__"):
+        raise TypeError(f"source must be an iterable of (x, y, skipped), got {type(source).__name__}")
+    _check_model(model, opt)
+    device = next(model.parameters()).device
+    trace = None if trace_dir is None else Path(trace_dir) / f"{name}.json.gz"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    batches = iter(source)
+    try:
+        run_steps(batches, model, opt, warmup, bf16=bf16)
+        sync(device)
+        start = time.perf_counter()
+        images, loss, skipped = run_steps(batches, model, opt, steps, bf16=bf16)
+        sync(device)
+        seconds = time.perf_counter() - start
+        with annotate_calls(model, stages, prefix="model") if stages else contextlib.nullcontext(), \
+             profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=profile_steps, repeat=1),
+                     on_trace_ready=None if trace is None else (lambda p: p.export_chrome_trace(str(trace)))) as prof:
+            _, _, more = run_steps(batches, model, opt, profile_steps + 1, bf16=bf16, on_step=prof.step, sync_last=True)
+    finally:
+        if hasattr(batches, "close"):
+            batches.close()  # a generator: its `finally` stops the DataLoader's workers now
+    figures, frame = step_figures(prof, profile_steps)
+    row = {"name": name, "images_per_s": images / seconds, "step_ms": 1e3 * seconds / steps, **figures,
+           "skipped": len(skipped) + len(more), "loss": float(loss) if loss is not None else float("nan"),
+           "trace": trace}
+    return row, frame
+
+
+def overlap_share(kernels, copies):
+    """Share (0..1) of the copies' time during which at least one kernel was running, on any stream.
+    Both are `device_activity` frames (or any frames with ``start_us`` and ``end_us``); nan without copies."""
+    import pandas as pd
+
+    for arg, frame in (("kernels", kernels), ("copies", copies)):
+        if not isinstance(frame, pd.DataFrame) or not {"start_us", "end_us"} <= set(frame.columns):
+            raise TypeError(f"{arg} must be a DataFrame with start_us and end_us columns (device_activity's rows)")
+    merged = []
+    for s, e in sorted(zip(kernels["start_us"], kernels["end_us"])):
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    starts = np.array([m[0] for m in merged])
+    total = covered = 0.0
+    for s, e in zip(copies["start_us"], copies["end_us"]):
+        total += e - s
+        i = max(int(np.searchsorted(starts, s, side="right")) - 1, 0)
+        while i < len(merged) and merged[i][0] < e:
+            covered += max(0.0, min(e, merged[i][1]) - max(s, merged[i][0]))
+            i += 1
+    return covered / total if total else float("nan")

@@ -1,8 +1,22 @@
-"""Exported from notebooks/13_giou_loss_case_study.ipynb by `python -m course_utils.export`: edit the notebook, not this file."""
+"""Notebook 13's GIoU loss: the eager reference and its data, the hand-derived gradient, the CUDA source
+(deep dive 13b), the Triton kernels of the ladder with their autograd Function and registered operator, and
+the small tools the notebooks measure them with (kernel counts, one call's closure, wall and graph timing).
+
+Written here by hand and shown in the notebooks (`course_utils.export.show`); sections of the CUDA source are
+marked `// cuda forward` ... `// cuda forward:end` for `show("lessons/nb13_giou.py", section=...)`.
+"""
+
+import math
+import numbers
+import os
+import warnings
 
 import torch
+import triton
+import triton.language as tl
+from torch.library import wrap_triton
 
-from course_utils.checks import require_number
+from course_utils.checks import require_choice, require_number
 
 #: Added to the denominators, as torchvision.ops.generalized_box_iou_loss does.
 EPS = 1e-7
@@ -62,6 +76,9 @@ def _check_pair(pred, target) -> None:
 
 def compute_dtype(pred: torch.Tensor, target: torch.Tensor) -> torch.dtype:
     """float64 if either input is float64, else float32: the loss is never computed in 16 bits."""
+    for name, value in (("pred", pred), ("target", target)):
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
     return torch.float64 if torch.float64 in (pred.dtype, target.dtype) else torch.float32
 
 
@@ -85,7 +102,11 @@ def random_boxes(batch: int, max_boxes: int, *, dtype: torch.dtype = torch.float
     """
     batch = require_number("batch", batch, integer=True, low=0)
     max_boxes = require_number("max_boxes", max_boxes, integer=True, low=0)
-    min_fill, pad_value = require_number("min_fill", min_fill, low=0, high=1), float(pad_value)
+    min_fill = require_number("min_fill", min_fill, low=0, high=1)
+    seed = require_number("seed", seed, integer=True, low=0)
+    if isinstance(pad_value, bool) or not isinstance(pad_value, numbers.Real):
+        raise TypeError(f"pad_value must be a number (NaN and infinities allowed), got {pad_value!r}")
+    pad_value = float(pad_value)
     if dtype not in FLOAT_DTYPES:
         raise ValueError(f"dtype must be one of {FLOAT_DTYPES}, got {dtype!r}")
     gen = torch.Generator().manual_seed(seed)
@@ -104,9 +125,69 @@ def random_boxes(batch: int, max_boxes: int, *, dtype: torch.dtype = torch.float
     return pred.to(device=device, dtype=dtype), target.to(device=device, dtype=dtype), mask.to(device)
 
 
-import torch
+#: Box pairs a detector's early predictions produce, name -> (pred box, target box).
+DEGENERATE = {
+    "identical": ((0.25, 0.25, 0.75, 0.5), (0.25, 0.25, 0.75, 0.5)),
+    "zero width pred": ((0.5, 0.25, 0.5, 0.75), (0.25, 0.25, 0.75, 0.75)),
+    "zero height pred": ((0.25, 0.5, 0.75, 0.5), (0.25, 0.25, 0.75, 0.75)),
+    "both one point": ((0.5, 0.5, 0.5, 0.5), (0.5, 0.5, 0.5, 0.5)),
+    "pred inside target": ((0.375, 0.375, 0.625, 0.625), (0.25, 0.25, 0.75, 0.75)),
+    "target inside pred": ((0.125, 0.125, 0.875, 0.875), (0.25, 0.25, 0.75, 0.75)),
+    "x1 > x2 as given": ((0.75, 0.25, 0.25, 0.75), (0.25, 0.25, 0.75, 0.75)),
+    "touching edges": ((0.0, 0.0, 0.5, 0.5), (0.5, 0.0, 1.0, 0.5)),
+    "far apart": ((0.0, 0.0, 0.125, 0.125), (0.75, 0.75, 1.0, 1.0)),
+    "same left edge": ((0.25, 0.25, 0.5, 0.75), (0.25, 0.125, 0.75, 0.5)),
+}
 
-EPS = 1e-7
+
+def degenerate_batch(dtype: torch.dtype = torch.float32, device=None):
+    """(pred, target, mask): image 0 holds the pairs of `DEGENERATE`, image 1 no valid box and NaN padding; on
+    ``device`` (default: where the Triton kernels run)."""
+    device = KERNEL_DEVICE if device is None else device
+    if dtype not in FLOAT_DTYPES:
+        raise ValueError(f"dtype must be one of {FLOAT_DTYPES}, got {dtype!r}")
+    n = len(DEGENERATE)
+    pred = torch.full((2, n, 4), float("nan"))
+    target = torch.full((2, n, 4), float("nan"))
+    pred[0] = torch.tensor([pair[0] for pair in DEGENERATE.values()])
+    target[0] = torch.tensor([pair[1] for pair in DEGENERATE.values()])
+    mask = torch.zeros(2, n, dtype=torch.bool)
+    mask[0] = True
+    return pred.to(device, dtype), target.to(device, dtype), mask.to(device)
+
+
+def loss_cases(dtypes=(torch.float32, torch.float16, torch.bfloat16), device=None) -> list:
+    """The awkward cases every version of the loss is checked on (`cu.check`): one box, a prime number of boxes,
+    more boxes than a block has threads, NaN padding, the degenerate pairs, no valid box, zero boxes per image."""
+    from course_utils.checks import Case
+
+    device = KERNEL_DEVICE if device is None else device
+    if isinstance(dtypes, torch.dtype) or not dtypes or any(d not in FLOAT_DTYPES for d in dtypes):
+        raise ValueError(f"dtypes must be a non-empty sequence of {FLOAT_DTYPES}, got {dtypes!r}")
+    cases = []
+    for batch, n_boxes in [(1, 1), (2, 7), (3, 64), (5, 257), (2, 1000)]:
+        for dtype in dtypes:
+            cases.append(Case(f"{batch}x{n_boxes} {str(dtype)[6:]}", lambda b=batch, n=n_boxes, d=dtype:
+                              random_boxes(b, n, dtype=d, device=device, seed=b * 1000 + n)))
+    for dtype in dtypes:
+        cases.append(Case(f"NaN padding {str(dtype)[6:]}", lambda d=dtype: random_boxes(
+            6, 40, dtype=d, device=device, seed=5, pad_value=float("nan"), min_fill=0.0)))
+        cases.append(Case(f"degenerate {str(dtype)[6:]}", lambda d=dtype: degenerate_batch(d, device)))
+    cases.append(Case("no valid box at all", lambda: (*random_boxes(3, 9, device=device)[:2],
+                                                      torch.zeros(3, 9, dtype=torch.bool, device=device))))
+    cases.append(Case("zero boxes per image", lambda: random_boxes(3, 0, device=device)))
+    return cases
+
+
+def gradient_of(loss_fn):
+    """loss_fn -> a function (pred, target, mask) -> d loss / d pred, for `cu.check`."""
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable (pred, target, mask) -> loss, got {type(loss_fn).__name__}")
+
+    def grad(pred, target, mask):
+        pred = pred.detach().requires_grad_()
+        return torch.autograd.grad(loss_fn(pred, target, mask), pred)[0]
+    return grad
 
 
 def giou_per_box_grad(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -141,8 +222,6 @@ def giou_per_box_grad(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return torch.stack([gx1, gy1, gx2, gy2], dim=-1)
 
 
-# The CUDA version: per-box device functions and two kernels (nvcc compiles these alone, without a GPU),
-# then the host functions that check and launch them (compiled by build_extension on a GPU).
 GIOU_DEVICE_SRC = r"""
 constexpr float kEps = 1e-7f;
 
@@ -178,6 +257,7 @@ __device__ __forceinline__ float4 giou_box_grad(float4 p, float4 t) {
                        pw * g_union + (1.f - sy2) * iw * g_inter + sy2 * cw * g_area_c);
 }
 
+// cuda forward
 constexpr int kThreads = 256;
 
 // One block per image: each thread walks the image's boxes with a stride of kThreads, then the
@@ -211,6 +291,7 @@ __global__ void giou_per_image_kernel(const float4* __restrict__ pred, const flo
         counts[blockIdx.x] = s_count[0];
     }
 }
+// cuda forward:end
 
 // One thread per box: the gradient of the mean loss, grad_loss / max(count, 1) * d loss_i / d p_i.
 __global__ void giou_backward_kernel(const float4* __restrict__ pred, const float4* __restrict__ target,
@@ -283,11 +364,74 @@ torch::Tensor giou_backward_cuda(torch::Tensor grad_loss, torch::Tensor pred, to
 """
 
 
-import os
+def per_image_twin(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, threads: int = 256):
+    """giou_per_image_kernel on the CPU: blocks in a loop, a block's threads as one vector of lanes, the same
+    strided loop and the same tree of additions in the same order. Returns [sums, counts] per image."""
+    check_boxes(pred, target, mask)
+    threads = require_number("threads", threads, integer=True, low=1)
+    if threads & (threads - 1):
+        raise ValueError(f"threads must be a power of two (the tree halves it), got {threads}")
+    batch, n_boxes = mask.shape
+    sums, counts = torch.empty(batch), torch.empty(batch, dtype=torch.int32)
+    lane = torch.arange(threads)
+    for block in range(batch):                                   # blockIdx.x
+        acc, count = torch.zeros(threads), torch.zeros(threads, dtype=torch.int32)
+        for start in range(0, n_boxes, threads):                 # i = threadIdx.x; i < n; i += 256
+            i = (start + lane).clamp(max=n_boxes - 1)
+            take = (start + lane < n_boxes) & mask[block, i]
+            acc += torch.where(take, giou_per_box(pred[block, i].float(), target[block, i].float()), 0.0)
+            count += take
+        stride = threads // 2
+        while stride > 0:                                        # the shared-memory tree
+            acc[:stride] += acc[stride:2 * stride]
+            count[:stride] += count[stride:2 * stride]
+            stride //= 2
+        sums[block], counts[block] = acc[0], count[0]
+    return [sums, counts]
 
-import torch
-import triton
-import triton.language as tl
+
+def backward_twin(grad_loss: torch.Tensor, pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor,
+                  count: torch.Tensor) -> torch.Tensor:
+    """giou_backward_kernel on the CPU: every box at once, grad_loss / max(count, 1) * d loss_i / d p_i."""
+    check_boxes(pred, target, mask)
+    for name, value in (("grad_loss", grad_loss), ("count", count)):
+        if not isinstance(value, torch.Tensor) or value.numel() != 1:
+            raise ValueError(f"{name} must be a one-element tensor, got {value!r}")
+    grad = giou_per_box_grad(pred, target) * (grad_loss / count.clamp_min(1))
+    return torch.where(mask[..., None], grad, 0.0)
+
+
+class _CudaGIoULoss(torch.autograd.Function):
+    """Forward: the per-image kernel, then the mean in PyTorch. Backward: one thread per box."""
+
+    @staticmethod
+    def forward(ctx, forward_fn, backward_fn, pred, target, mask):
+        sums, counts = forward_fn(pred, target, mask)
+        count = counts.sum().float()
+        ctx.backward_fn = backward_fn
+        ctx.save_for_backward(pred, target, mask, count)
+        return sums.sum() / count.clamp_min(1)
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        pred, target, mask, count = ctx.saved_tensors
+        return None, None, ctx.backward_fn(grad_loss.contiguous(), pred, target, mask, count), None, None
+
+
+def make_cuda_loss(forward_fn, backward_fn):
+    """The CUDA version as a differentiable loss. ``forward_fn`` and ``backward_fn`` are the extension's
+    giou_forward_cuda and giou_backward_cuda on a GPU, per_image_twin and backward_twin elsewhere. The kernels
+    take fp32 only, so bf16 and fp16 boxes are converted first (autograd converts the gradient back)."""
+    for name, fn in (("forward_fn", forward_fn), ("backward_fn", backward_fn)):
+        if not callable(fn):
+            raise TypeError(f"{name} must be callable (the extension's function or its CPU twin), got {fn!r}")
+
+    def giou_loss_cuda(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        check_boxes(pred, target, mask, device_type=KERNEL_DEVICE)
+        return _CudaGIoULoss.apply(forward_fn, backward_fn, pred.float().contiguous(), target.float().contiguous(),
+                                   mask.contiguous())
+    return giou_loss_cuda
+
 
 #: Where the Triton kernels run: the GPU, or the CPU when Triton runs in its interpreter.
 KERNEL_DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
@@ -297,9 +441,10 @@ def check_kernel_inputs(pred, target, mask) -> None:
     """check_boxes, on the kernels' device; and no input may require grad: these launches have no backward
     of their own (giou_loss_triton is the differentiable loss)."""
     check_boxes(pred, target, mask, device_type=KERNEL_DEVICE)
-    if torch.is_grad_enabled() and (pred.requires_grad or target.requires_grad):
-        raise ValueError("pred or target requires grad, but these kernels give no gradient: use "
-                         "giou_loss_triton, or pass .detach()")
+    for name, value in (("pred", pred), ("target", target)):
+        if torch.is_grad_enabled() and value.requires_grad:
+            raise ValueError(f"{name} requires grad, but these kernels give no gradient: use "
+                             f"giou_loss_triton, or pass {name}.detach()")
 
 
 @triton.jit
@@ -354,10 +499,6 @@ def _sums_per_image(pred, target, mask):
                                     FP64=dtype == torch.float64, num_warps=4)
     return sums, counts
 
-
-import torch
-import triton
-import triton.language as tl
 
 #: Boxes per program of the tiled kernels, and partial sums per step of the finishing kernel.
 TILE = 512
@@ -430,6 +571,9 @@ def giou_forward(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, *
     unchecked `_forward`, after checking their inputs once.
     """
     check_kernel_inputs(pred, target, mask)
+    require_choice("atomic", atomic, (False, True))
+    if not callable(wrap):
+        raise TypeError(f"wrap must be callable (kernel -> launchable kernel), got {type(wrap).__name__}")
     return _forward(pred, target, mask, atomic=atomic, wrap=wrap)
 
 
@@ -451,11 +595,6 @@ def _forward(pred, target, mask, *, atomic=False, wrap=_no_wrap):
     count = torch.empty((), dtype=torch.float32, device=pred.device)
     wrap(giou_finish_kernel)[(1,)](sums, counts, n_tiles, loss, count, BLOCK=FINISH_BLOCK, num_warps=4)
     return loss, count
-
-
-import torch
-import triton
-import triton.language as tl
 
 
 @triton.jit
@@ -515,6 +654,10 @@ def giou_backward(grad_loss: torch.Tensor, pred: torch.Tensor, target: torch.Ten
     for name, value in (("grad_loss", grad_loss), ("count", count)):
         if not isinstance(value, torch.Tensor) or value.numel() != 1 or not value.is_floating_point():
             raise ValueError(f"{name} must be a one-element float tensor (from giou_forward), got {value!r}")
+        if value.device != pred.device:
+            raise ValueError(f"{name} must be on pred's device {pred.device} (the kernel reads it), got {value.device}")
+    if not callable(wrap):
+        raise TypeError(f"wrap must be callable (kernel -> launchable kernel), got {type(wrap).__name__}")
     return _backward(grad_loss, pred, target, mask, count, wrap=wrap)
 
 
@@ -555,16 +698,12 @@ def giou_loss_triton(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tenso
                      per_image: bool = False) -> torch.Tensor:
     """Mean GIoU loss over the valid boxes, differentiable with respect to pred (Triton kernels)."""
     check_boxes(pred, target, mask, device_type=KERNEL_DEVICE)
+    require_choice("per_image", per_image, (False, True))
     if target.requires_grad and torch.is_grad_enabled():
         raise ValueError("target must not require grad: this loss gives gradients for pred only "
                          "(pass target.detach())")
     return TritonGIoULoss.apply(pred, target, mask, per_image)
 
-
-import os
-
-import torch
-from torch.library import wrap_triton
 
 #: The operators' namespace: torch.ops.gpu_course_nb13.giou_forward / .giou_backward.
 NAMESPACE = "gpu_course_nb13"
@@ -622,3 +761,86 @@ def giou_loss_op(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -
         raise ValueError("target must not require grad: this loss gives gradients for pred only "
                          "(pass target.detach())")
     return torch.ops.gpu_course_nb13.giou_forward(pred, target, mask)[0]
+
+
+# ---------------------------------------------------------------------------------------------- measuring
+#: What one timed call does: the loss alone, or the loss and its gradient with respect to pred.
+PHASES = ("forward", "forward+backward")
+
+
+def count_launches(fn) -> int:
+    """GPU: the kernels one call of ``fn`` launches, counted by torch.profiler. CPU: the ATen operators it runs
+    (not those nested in another) and the C++ kernels torch.compile generated, each of which would be a kernel
+    on a GPU. ``fn`` is called once before, so that compilation and caches stay out of the count."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    if not callable(fn):
+        raise TypeError(f"fn must be callable (a function of no arguments), got {type(fn).__name__}")
+    cuda = torch.cuda.is_available()
+    fn()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the profiler's notes about its own cycles, not about fn
+        with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+            fn()
+            if cuda:
+                torch.cuda.synchronize()
+        events = prof.events()
+    if cuda:
+        return sum(e.device_type == DeviceType.CUDA for e in events)
+    top_level_ops = sum(e.name.startswith("aten::") and not (e.cpu_parent and e.cpu_parent.name.startswith("aten::"))
+                        for e in events)
+    return top_level_ops + sum("cpp_fused" in e.name for e in events)
+
+
+def loss_call(loss_fn, batch: int, max_boxes: int, *, phase: str = "forward+backward",
+              dtype: torch.dtype = torch.bfloat16, device=None, seed: int | None = None):
+    """One call of ``loss_fn`` on a padded batch of `random_boxes`, as a function of no arguments for the timers:
+    the loss (``phase="forward"``), or the loss and its gradient with respect to pred (``torch.autograd.grad``).
+    The call runs once here, so compilation and first-call work stay out of any timing."""
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable (pred, target, mask) -> loss, got {type(loss_fn).__name__}")
+    require_choice("phase", phase, PHASES)
+    batch = require_number("batch", batch, integer=True, low=0)
+    max_boxes = require_number("max_boxes", max_boxes, integer=True, low=0)
+    seed = batch * 10_000 + max_boxes if seed is None else seed
+    p, t, m = random_boxes(batch, max_boxes, dtype=dtype, device=KERNEL_DEVICE if device is None else device,
+                           seed=seed)
+    if phase == "forward":
+        def call():
+            return loss_fn(p, t, m)
+    else:
+        p.requires_grad_()
+
+        def call():
+            return torch.autograd.grad(loss_fn(p, t, m), p)
+    call()
+    return call
+
+
+#: The cu.benchmark modes the notebooks time a loss call in, and what each one measures.
+MODE_NAMES = {"wall": "wall time per call", "graph": "GPU time (graph replay)"}
+
+
+def time_modes(fn, modes=("wall", "graph"), **benchmark_kwargs) -> dict[str, float]:
+    """Median ms per call of ``fn`` in each ``cu.benchmark`` mode: "wall" (calls back to back, host work included:
+    what a training loop pays) and "graph" (the call replayed from a CUDA graph: the GPU's work alone). Where a
+    call cannot be captured in a graph, "graph" is NaN and one line says why. Warnings are silenced."""
+    from course_utils.timing import MODES, benchmark
+
+    if not callable(fn):
+        raise TypeError(f"fn must be callable (a function of no arguments), got {type(fn).__name__}")
+    if isinstance(modes, str) or not modes or any(mode not in MODES for mode in modes):
+        raise ValueError(f"modes must be a non-empty sequence of {MODES}, got {modes!r}")
+    out = {}
+    for mode in modes:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                out[mode] = benchmark(fn, mode=mode, **benchmark_kwargs).median_ms
+            except RuntimeError as err:  # a capture that syncs with the host, or reads a CPU value
+                if mode != "graph" or not torch.cuda.is_available():
+                    raise
+                print(f"  no CUDA graph of this call ({type(err).__name__}: {str(err).splitlines()[0][:100]})")
+                out[mode] = math.nan
+    return out

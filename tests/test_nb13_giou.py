@@ -294,3 +294,69 @@ def test_cuda_extension_matches_the_reference():
     _, grad_ref = grad_of(g.giou_loss_reference, p, t, m)
     grad = ext.giou_backward_cuda(torch.ones((), device="cuda"), p, t, m, count)
     torch.testing.assert_close(grad, grad_ref)
+
+
+# ------------------------------------------------------------------------------------ CUDA twin, measuring tools
+def test_cuda_twins_match_the_reference_loss_and_gradient():
+    p, t, m = g.random_boxes(3, 300, seed=4, pad_value=float("nan"))        # more boxes than a block's threads
+    sums, counts = g.per_image_twin(p, t, m)
+    assert counts.tolist() == m.sum(dim=1).tolist()
+    count = counts.sum().float()
+    torch.testing.assert_close(sums.sum() / count, g.giou_loss_reference(p, t, m))
+    _, grad_ref = grad_of(g.giou_loss_reference, p, t, m)
+    grad = g.backward_twin(torch.tensor(1.0), p, t, m, count)
+    torch.testing.assert_close(grad, grad_ref)
+    assert (grad[~m] == 0).all()
+
+
+@pytest.mark.skipif(g.KERNEL_DEVICE != "cpu", reason="the twins take CPU tensors; on a GPU the extension is tested")
+@pytest.mark.parametrize("dtype", HALF_AND_FULL, ids=str)
+def test_make_cuda_loss_converts_to_fp32_and_differentiates(dtype):
+    loss_fn = g.make_cuda_loss(g.per_image_twin, g.backward_twin)
+    p, t, m = g.random_boxes(4, 50, dtype=dtype, seed=6)
+    loss, grad = grad_of(loss_fn, p, t, m)
+    loss_ref, grad_ref = grad_of(g.giou_loss_reference, p, t, m)
+    assert loss.dtype == torch.float32 and grad.dtype == dtype
+    torch.testing.assert_close(loss, loss_ref)
+    torch.testing.assert_close(grad, grad_ref)
+
+
+def test_degenerate_batch_and_loss_cases():
+    p, t, m = g.degenerate_batch(torch.float64, device="cpu")
+    assert m[0].all() and not m[1].any() and p[1].isnan().all()
+    assert torch.isfinite(g.giou_loss_reference(p, t, m))
+    cases = g.loss_cases((torch.float32,), device="cpu")
+    assert len(cases) == 9 and all(len(c.make_inputs()) == 3 for c in cases)
+    report = cu.check(g.giou_loss_reference, g.giou_loss_reference, cases)
+    assert report.passed
+
+
+def test_loss_call_gives_the_loss_or_its_gradient_on_fixed_inputs():
+    calls = []
+    fn = g.loss_call(lambda p, t, m: calls.append(p.requires_grad) or g.giou_loss_reference(p, t, m), 3, 8,
+                     phase="forward", dtype=torch.float32, device="cpu")
+    assert calls == [False], "called once at creation, on inputs that do not require grad"
+    assert fn().shape == () and torch.equal(fn(), fn())
+    (grad,) = g.loss_call(g.giou_loss_reference, 3, 8, dtype=torch.float32, device="cpu")()
+    p, t, m = g.random_boxes(3, 8, seed=3 * 10_000 + 8)
+    torch.testing.assert_close(grad, grad_of(g.giou_loss_reference, p, t, m)[1])
+
+
+def test_time_modes_and_count_launches():
+    fn = g.loss_call(g.giou_loss_reference, 2, 8, dtype=torch.float32, device="cpu")
+    ms = g.time_modes(fn, warmup_ms=0, rep_ms=2)
+    assert set(ms) == {"wall", "graph"} and all(v > 0 for v in ms.values())
+    assert set(g.time_modes(fn, modes=("wall",), warmup_ms=0, rep_ms=2)) == {"wall"}
+    with pytest.raises(ValueError, match="modes"):
+        g.time_modes(fn, modes=("cold",))
+    forward = g.count_launches(g.loss_call(g.giou_loss_reference, 2, 8, phase="forward", device="cpu"))
+    both = g.count_launches(g.loss_call(g.giou_loss_reference, 2, 8, device="cpu"))
+    assert 10 < forward < both, (forward, both)
+
+
+def test_flags_must_be_booleans():
+    p, t, m = g.random_boxes(2, 5, device=DEV)
+    with pytest.raises(ValueError, match="per_image"):
+        g.giou_loss_triton(p, t, m, per_image="yes")
+    with pytest.raises(ValueError, match="atomic"):
+        g.giou_forward(p, t, m, atomic=1)
