@@ -149,28 +149,37 @@ class SavedResults(NamedTuple):
 
 @dataclass(frozen=True)
 class Target:
-    """What an issue asks of one headline: its ratio to the baseline (unit 'x') or its figure, at least."""
+    """What an issue asks of one headline: its ratio to the baseline (unit 'x') or its figure, at least
+    (``at_least``) or at most (``at_most``, e.g. an error or a difference that must stay small)."""
 
     issue: int
     notebook: str
     what: str
     baseline: str
-    at_least: float
-    unit: str
+    at_least: float | None = None
+    unit: str = "x"
     note: str = ""  # where the issue's target spans several headlines, e.g. "on at least 6 of the 12 pairs"
+    at_most: float | None = None
+    pending: bool = False  # set before the first run that saves its headline (a new or reworked notebook's goal)
+
+    def __post_init__(self) -> None:
+        if (self.at_least is None) == (self.at_most is None):
+            raise ValueError(f"target {self.what!r}: give exactly one of at_least and at_most")
 
     def judges(self, notebook: str, headline: Headline) -> bool:
         return (notebook, headline.what, headline.baseline) == (self.notebook, self.what, self.baseline)
 
     def goal(self) -> str:
-        """e.g. '>= 1.02x', with the note where the goal spans several headlines."""
-        bound = f"{self.at_least:.2f}x" if self.unit == "x" else f"{format_figure(self.at_least)} {self.unit}"
-        return f">= {bound}" + (f", {self.note}" if self.note else "")
+        """e.g. '>= 1.02x' or '<= 0.005 AUC', with the note where the goal spans several headlines."""
+        sign, limit = (">=", self.at_least) if self.at_least is not None else ("<=", self.at_most)
+        bound = f"{limit:.2f}x" if self.unit == "x" else f"{format_figure(limit)} {self.unit}"
+        return f"{sign} {bound}" + (f", {self.note}" if self.note else "")
 
     def verdict(self, headline: Headline) -> str:
         """e.g. '>= 1.02x: missed', judged on the unrounded figure."""
         measured = headline.ratio if self.unit == "x" else headline.value
-        met = measured is not None and measured >= self.at_least
+        met = measured is not None and (measured >= self.at_least if self.at_least is not None
+                                        else measured <= self.at_most)
         return f"{self.goal()}: {'met' if met else 'missed'}"
 
 
@@ -245,7 +254,8 @@ def _link(notebook: str) -> str:
 
 def figures_table(results_dir: Path, device: str, targets: Sequence[Target] = ()) -> str:
     """The markdown table of every headline saved for ``device``, ordered by notebook, each judged by
-    its target where an issue set one; a target that judges none of its notebook's headlines is an error."""
+    its target where an issue set one; a target that judges none of its notebook's saved headlines is an error,
+    unless it is ``pending`` (its headline comes with the notebook's next run): then it is listed as not yet measured."""
     paths = sorted((results_dir / device).glob("*.json"))
     if not paths:
         raise FileNotFoundError(f"no saved results in {results_dir / device}")
@@ -261,12 +271,12 @@ def figures_table(results_dir: Path, device: str, targets: Sequence[Target] = ()
             verdicts = "; ".join(t.verdict(h) for t in judged) or "-"
             rows.append([_link(saved.notebook), h.what, *h.table_cells(), verdicts, machine])
     saved_notebooks = {path.stem for path in paths}  # a notebook not run on this device has nothing to judge
-    unused = [t for t in targets if t not in used and t.notebook in saved_notebooks]
+    unused = [t for t in targets if t not in used and t.notebook in saved_notebooks and not t.pending]
     if unused:
         raise ValueError("targets that judge no saved headline (renamed?): "
                          + "; ".join(f"{t.notebook}: {t.what!r} vs {t.baseline!r}" for t in unused))
-    for t in targets:  # a goal whose notebook has no run on this device yet: listed, not judged
-        if t.notebook not in saved_notebooks:
+    for t in targets:  # a goal with no run on this device yet (its notebook's, or a pending one): listed, not judged
+        if t not in used and (t.notebook not in saved_notebooks or t.pending):
             rows.append([_link(t.notebook), t.what, "not yet measured on this GPU", t.baseline or "-", "-", t.goal(),
                          "-"])
     header = ["notebook", "what", "figure", "baseline (same run)", "ratio", "course goal", "measured on"]

@@ -73,23 +73,60 @@ def run_python(script: str | Path, *args: str, env: Mapping[str, str] | None = N
     if not isinstance(timeout, numbers.Real) or isinstance(timeout, bool) or not 0 < timeout < float("inf"):
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     command = [*prefix, sys.executable, str(script), *args]
-    # a session of its own: on a timeout (or an interrupted kernel) the whole process group is killed, so a
-    # launcher's workers (torchrun's ranks, a profiler's target) never outlive it
+    # a session of its own: on a timeout (or an interrupted kernel) the child, its process group and every process
+    # it started are stopped (torchrun's workers run in sessions of their own), so none outlives it
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=PROJECT_DIR,
                           env=child_env(env, interpret=interpret), start_new_session=True) as child:
         try:
             out, err = child.communicate(timeout=timeout)
         except BaseException as stop:
-            _kill_group(child)
-            out, err = child.communicate()
+            _stop(child)
+            try:
+                out, err = child.communicate(timeout=10)
+            except subprocess.TimeoutExpired:  # a process that escaped still holds the pipes: stop reading
+                out, err = "", ""
             if not isinstance(stop, subprocess.TimeoutExpired):
                 raise
             return ScriptRun(None, _relative(out or ""), _relative(err or "") + f"\n(killed after {timeout:g} s)")
     return ScriptRun(child.returncode, _relative(out), _relative(err))
 
 
-def _kill_group(child: subprocess.Popen) -> None:
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        child.kill()
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (Linux: from /proc; elsewhere none)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in found:
+                found.add(c)
+                todo.append(c)
+    return found
+
+
+def _stop(child: subprocess.Popen) -> None:
+    """SIGTERM to the child's process group (a launcher then stops its workers), then SIGKILL to the group and to
+    every process it started that is still alive."""
+    below = _descendants(child.pid)
+    for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(child.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if sig == signal.SIGKILL:
+            for pid in below | _descendants(child.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        try:
+            child.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            continue
+        if sig == signal.SIGTERM and not any(Path(f"/proc/{pid}").exists() for pid in below):
+            return

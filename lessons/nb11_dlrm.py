@@ -1,4 +1,6 @@
-"""Exported from notebooks/11_dlrm_case_study.ipynb by `python -m course_utils.export`: edit the notebook, not this file."""
+"""Notebook 11 (DLRM case study) and its deep dive 11b: Criteo-format data, DLRM, the paper-cut loop, the rungs
+past it (data on the device, one fused table, the step in a CUDA graph), the ladder's timing and profiling
+protocol, and the fused bias-add + ReLU kernels. Written by hand; the notebooks show it."""
 
 # Criteo-format click data: a synthetic generator, a reader for Parquet and Criteo's TSV day files,
 # and a Dataset of whole batches for torch's DataLoader.
@@ -249,6 +251,7 @@ def make_loader(dataset, batch_size: int, *, shuffle: bool = True, seed: int = 0
                       num_workers=num_workers, pin_memory=pin_memory, persistent_workers=num_workers > 0)
 
 
+import itertools
 import math
 
 import numpy as np
@@ -347,15 +350,25 @@ class DLRM(nn.Module):
     """DLRM: bottom MLP on the dense features, one embedding table per categorical feature, the
     pairwise dot products of all those vectors, and a top MLP that returns the click logit."""
 
-    def __init__(self, table_sizes, *, dim: int = 16, bottom=(64, 32), top=(64, 32), n_dense: int = 13):
+    def __init__(self, table_sizes, *, dim: int = 16, bottom=(64, 32), top=(64, 32), n_dense: int = 13,
+                 fused: bool = False):
         super().__init__()
         sizes = _table_sizes(table_sizes)
         dim = require_number("dim", dim, integer=True, low=1)
         self.n_dense = require_number("n_dense", n_dense, integer=True, low=1)
+        self.config = {"dim": dim, "bottom": tuple(bottom), "top": tuple(top), "n_dense": n_dense}
+        self.fused = bool(fused)
         self.bottom = mlp([n_dense, *bottom, dim], last_relu=True)
-        self.tables = nn.ModuleList(nn.Embedding(n, dim) for n in sizes)
-        for table, n in zip(self.tables, sizes):
-            nn.init.uniform_(table.weight, -1 / math.sqrt(n), 1 / math.sqrt(n))
+        starts = [0, *itertools.accumulate(sizes)][:-1]      # where table f starts in the fused table
+        if self.fused:                                        # one table of sum(sizes) rows for all features
+            self.table = nn.Embedding(sum(sizes), dim)
+            segments = [self.table.weight[s:s + n] for s, n in zip(starts, sizes)]
+            self.register_buffer("offsets", torch.tensor(starts, dtype=torch.int64), persistent=False)
+        else:                                                 # one table per feature
+            self.tables = nn.ModuleList(nn.Embedding(n, dim) for n in sizes)
+            segments = [table.weight for table in self.tables]
+        for weight, n in zip(segments, sizes):
+            nn.init.uniform_(weight, -1 / math.sqrt(n), 1 / math.sqrt(n))
         k = len(sizes) + 1                                   # vectors per sample: dense + one per table
         li, lj = torch.tril_indices(k, k, offset=-1)         # the k(k-1)/2 pairs below the diagonal
         self.register_buffer("li", li, persistent=False)
@@ -366,14 +379,30 @@ class DLRM(nn.Module):
     def forward(self, dense: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         if dense.dim() != 2 or dense.shape[1] != self.n_dense:
             raise ValueError(f"dense must be (batch, {self.n_dense}), got {tuple(dense.shape)}")
-        if rows.dtype != torch.int64 or rows.shape != (dense.shape[0], len(self.tables)):
-            raise ValueError(f"rows must be int64 (batch, {len(self.tables)}) = {(dense.shape[0], len(self.tables))}, "
+        n_tables = self.table_sizes.numel()
+        if rows.dtype != torch.int64 or rows.shape != (dense.shape[0], n_tables):
+            raise ValueError(f"rows must be int64 (batch, {n_tables}) = {(dense.shape[0], n_tables)}, "
                              f"got {rows.dtype} {tuple(rows.shape)}")
         x = self.bottom(dense_transform(dense))                              # (B, dim)
-        vectors = [x] + [table(rows[:, f]) for f, table in enumerate(self.tables)]
-        t = torch.stack(vectors, dim=1)                                      # (B, k, dim)
+        if self.fused:                                                       # one lookup for every feature
+            t = torch.cat([x.unsqueeze(1), self.table(rows + self.offsets)], dim=1)
+        else:                                                                # one lookup per table
+            t = torch.stack([x] + [table(rows[:, f]) for f, table in enumerate(self.tables)], dim=1)
         dots = torch.bmm(t, t.transpose(1, 2))[:, self.li, self.lj]          # (B, k(k-1)/2)
         return self.top(torch.cat([x, dots], dim=1)).squeeze(1)              # logits; sigmoid -> P(click)
+
+
+def fuse_tables(model: DLRM) -> DLRM:
+    """The same model, weights included, with its tables stored as one: table f's rows start at offsets[f],
+    so one lookup (and one gradient) serves every feature instead of one per table."""
+    if not isinstance(model, DLRM) or model.fused:
+        raise TypeError(f"model must be a DLRM with one table per feature, got {type(model).__name__}")
+    fused = DLRM(model.table_sizes.tolist(), fused=True, **model.config).to(model.table_sizes.device)
+    with torch.no_grad():
+        fused.table.weight.copy_(torch.cat([table.weight for table in model.tables]))
+    fused.bottom.load_state_dict(model.bottom.state_dict())
+    fused.top.load_state_dict(model.top.state_dict())
+    return fused
 
 
 def rows_loss(model: DLRM, dense, rows, label) -> torch.Tensor:
@@ -461,7 +490,7 @@ class Stage:
 
 
 #: The names of the annotate() ranges of a training step.
-ANNOTATED = ("data", "tokenize", "forward", "backward", "optimizer", "log")
+ANNOTATED = ("data", "tokenize", "forward", "backward", "optimizer", "log", "replay")
 
 STAGES = [
     Stage("0 naive", "vocab+checks", sync_logging=True),
@@ -524,8 +553,181 @@ def train_steps(model, optimizer, batches, steps: int, stage: Stage, *, device, 
     return losses
 
 
+# ------------------------------------------------------------------ past the paper cuts: the device rungs
+
+class Vocabulary:
+    """The dict tokenizer's exact mapping, built once for a whole data set where its ids are: the k-th smallest
+    distinct id of feature f gets row k; missing ids and ids not in the vocabulary share row 0."""
+
+    def __init__(self, ids: torch.Tensor, table_sizes):
+        if not isinstance(ids, torch.Tensor) or ids.dtype != torch.int64 or ids.dim() != 2:
+            raise TypeError(f"ids must be an int64 tensor (rows, features), got "
+                            f"{ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__}")
+        sizes = _table_sizes(table_sizes)
+        if ids.shape[1] != len(sizes):
+            raise ValueError(f"ids must have {len(sizes)} features (one per table), got {ids.shape[1]}")
+        self.keys = [torch.unique(column[column != MISSING_ID]) for column in ids.T]   # sorted distinct ids
+        for f, (keys, size) in enumerate(zip(self.keys, sizes)):
+            if keys.numel() + 1 > size:
+                raise ValueError(f"table_sizes[{f}] = {size} has no room for {keys.numel()} distinct ids + row 0")
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        if not isinstance(ids, torch.Tensor) or ids.dtype != torch.int64 or ids.shape[1:] != (len(self.keys),):
+            raise ValueError(f"ids must be int64 (batch, {len(self.keys)})")
+        columns = []
+        for keys, column in zip(self.keys, ids.T.contiguous()):
+            if keys.numel() == 0:
+                columns.append(torch.zeros_like(column))
+                continue
+            at = torch.searchsorted(keys, column).clamp_max(keys.numel() - 1)      # where the id would be
+            columns.append(torch.where(keys[at] == column, at + 1, 0))            # found: its row, else row 0
+        return torch.stack(columns, 1)
+
+
+class DeviceBatches:
+    """Batches of a data set held on its device: each epoch a permutation made there, each batch a gather
+    there, so a step needs no DataLoader, no worker process and no host-to-device copy."""
+
+    def __init__(self, dense: torch.Tensor, rows: torch.Tensor, label: torch.Tensor, batch_size: int, *,
+                 seed: int = 0):
+        tensors = (dense, rows, label)
+        if not all(isinstance(t, torch.Tensor) for t in tensors):
+            raise TypeError("dense, rows and label must be tensors")
+        if len({t.device for t in tensors}) != 1 or len({t.shape[0] for t in tensors}) != 1:
+            raise ValueError("dense, rows and label must be on one device with one row per sample each")
+        self.batch = require_number("batch_size", batch_size, integer=True, low=1)
+        if self.batch > len(label):
+            raise ValueError(f"batch_size={self.batch:,} but the data set has {len(label):,} rows")
+        self.tensors, self.per_epoch = tensors, len(label) // self.batch
+        self.generator = torch.Generator(device=label.device).manual_seed(seed)
+        self.i = self.per_epoch                               # the first batch starts an epoch
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.i == self.per_epoch:                          # a new epoch: a new order, made on the device
+            self.order = torch.randperm(len(self.tensors[2]), device=self.tensors[2].device, generator=self.generator)
+            self.i = 0
+        index = self.order[self.i * self.batch:(self.i + 1) * self.batch]
+        self.i += 1
+        return tuple(t[index] for t in self.tensors)
+
+
+def device_step(model, optimizer, loss_fn):
+    """One training step on a batch already on the device: forward, backward, optimizer; returns the loss."""
+    if not callable(loss_fn) or not hasattr(optimizer, "step"):
+        raise TypeError("loss_fn must be callable (rows_loss or its compiled version) and optimizer a torch optimizer")
+
+    def step(dense, rows, label):
+        with annotate("forward"):
+            loss = loss_fn(model, dense, rows, label)
+        with annotate("backward"):
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+        with annotate("optimizer"):
+            optimizer.step()
+        return loss.detach()
+    return step
+
+
+def graph_step(step, example):
+    """`step` captured in a CUDA graph (cu.cuda_graph): each call copies its batch into the graph's fixed
+    input buffers and replays every kernel of forward, backward and optimizer with one launch. The optimizer
+    must be capturable (Adam(..., capturable=True)); `example` is a batch that sets the buffers' shapes."""
+    from course_utils.timing import cuda_graph
+    if not callable(step) or not isinstance(example, (tuple, list)) or \
+            not all(isinstance(t, torch.Tensor) for t in example):
+        raise TypeError("step must be callable and example a batch (dense, rows, label) of tensors")
+    static = [t.clone() for t in example]
+    loss = torch.zeros((), device=static[0].device)
+
+    def body():
+        loss.copy_(step(*static))
+    replay = cuda_graph(body)
+
+    def run_step(dense, rows, label):
+        for buffer, t in zip(static, (dense, rows, label)):
+            buffer.copy_(t)
+        with annotate("replay"):
+            replay()
+        return loss.clone()                                   # the buffer is overwritten by the next replay
+    return run_step
+
+
+def device_run(step, batches):
+    """run(steps, on_step=None) of a device rung: the losses stay on the device, in run.losses."""
+    if not callable(step) or not hasattr(batches, "__next__"):
+        raise TypeError("step must be callable and batches an iterator of (dense, rows, label)")
+
+    def run(steps, on_step=None):
+        for _ in range(require_number("steps", steps, integer=True, low=0)):
+            with annotate("data"):
+                dense, rows, label = next(batches)
+            loss = step(dense, rows, label)
+            with annotate("log"):
+                run.losses.append(loss)
+            if on_step is not None:
+                on_step()
+    run.losses = []
+    return run
+
+
+def loader_run(stage, model, optimizer, batches, *, device, tokenizer=None, loss_fn=None):
+    """run(steps, on_step=None) of a paper-cut stage (train_steps over a DataLoader), losses in run.losses."""
+    if not isinstance(stage, Stage):
+        raise TypeError(f"stage must be a Stage, got {type(stage).__name__}")
+
+    def run(steps, on_step=None):
+        train_steps(model, optimizer, batches, steps, stage, device=device, tokenizer=tokenizer,
+                    loss_fn=loss_fn, losses=run.losses, on_step=on_step)
+    run.losses = []
+    return run
+
+
+def _sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def steps_per_second(run, steps: int, *, repeats: int = 3, warmup: int = 5) -> tuple[float, list]:
+    """The ladder's one timing protocol: `warmup` steps, then `repeats` runs of `steps` steps, each timed by the
+    wall clock from a synchronized start to a synchronized end. Returns the median steps/s and every run's."""
+    if not callable(run):
+        raise TypeError("run must be callable: run(steps, on_step=None) runs that many training steps")
+    steps = require_number("steps", steps, integer=True, low=1)
+    repeats = require_number("repeats", repeats, integer=True, low=1)
+    run(require_number("warmup", warmup, integer=True, low=0))
+    _sync()
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run(steps)
+        _sync()
+        rates.append(steps / (time.perf_counter() - start))
+    return sorted(rates)[len(rates) // 2], rates
+
+
+def profile_run(run, steps: int):
+    """torch.profiler over `steps` steps of `run` (host ops, and the GPU's kernels, copies and memsets),
+    after one step the profiler warms up on. The GPU is drained as the window opens and before it closes,
+    so the window holds exactly the GPU work of its steps."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+    if not callable(run):
+        raise TypeError("run must be callable: run(steps, on_step=None) runs that many training steps")
+    steps = require_number("steps", steps, integer=True, low=1)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=steps, repeat=1)) as prof:
+        def on_step():
+            if prof.step_num in (0, steps):                   # the end of the warm-up step and of the last one
+                _sync()
+            prof.step()
+        run(1 + steps, on_step=on_step)
+    return prof
+
+
 def naive_loop_report(cfg: dict) -> dict:
-    """Time and profile stage 0 in this process (section 4 runs it in subprocesses, with and without
+    """Time and profile stage 0 in this process (deep dive 11b runs it in child processes, with and without
     CUDA_LAUNCH_BLOCKING=1): steps/s and the ops with the most self host time, per step.
 
     cfg: table "sizes", "model" (DLRM keyword arguments), "batch", "steps" and the "data" file.
@@ -674,3 +876,88 @@ torch::Tensor bias_relu_cuda(torch::Tensor x, torch::Tensor bias) {
 def build_bias_relu_cuda():
     """Build (or load from the cache) the CUDA extension; needs a CUDA GPU and nvcc."""
     return build_extension("nb11_bias_relu", BIAS_RELU_CPP, BIAS_RELU_CUDA, functions=["bias_relu_cuda"])
+
+
+# ------------------------------------------------------------------ the deep dives' set-up
+
+def chapter_setup(cache_dir, *, full: bool) -> dict:
+    """Notebook 11's data and sizes, for its deep dives: the synthetic data in cache_dir (made if missing),
+    the tables (4 rows per distinct id), the model's widths and the batch; full: the GPU sizes, else the CPU's.
+    Returns {"data_dir", "meta", "table_sizes", "model", "batch"}."""
+    if not isinstance(cache_dir, (str, Path)) or not isinstance(full, bool):
+        raise TypeError("cache_dir must be a path and full a bool (True: the GPU sizes)")
+    data_dir = Path(cache_dir) / "data" / "nb11_criteo_synthetic"   # where notebook 11 writes them
+    meta = generate_criteo_like(data_dir, 2**22 if full else 2**16, 2**18 if full else 2**14,
+                                max_vocab=2**20 if full else 2000)
+    model = dict(dim=16, bottom=(512, 256, 64), top=(512, 256)) if full else dict(dim=16, bottom=(64, 32), top=(64, 32))
+    return {"data_dir": data_dir, "meta": meta, "table_sizes": [4 * meta["cardinality"][c] + 1 for c in SPARSE],
+            "model": model, "batch": 4096 if full else 512}
+
+
+# ------------------------------------------------------------------ deep dive 11c: what torch.compile writes
+
+def compile_logs(cfg: dict) -> None:
+    """The child process of deep dive 11c, run under TORCH_LOGS=output_code,recompiles,graph_breaks: compiles
+    hashed_loss (part 1), the naive step with the eager backend (part 2: its graph breaks), and hashed_loss at
+    three batch sizes with the eager backend (part 3: its recompiles). Each part starts with a line
+    '== part N' on stderr, where the logs go. cfg: table "sizes", "model", "batch" and the "data" file."""
+    import sys
+    missing = [k for k in ("sizes", "model", "batch", "data") if not isinstance(cfg, dict) or k not in cfg]
+    if missing:
+        raise ValueError(f"cfg must be a dict with keys sizes, model, batch and data; missing {missing}")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(0)
+    model = DLRM(cfg["sizes"], **cfg["model"]).to(device)
+    loader = make_loader(CriteoDataset(cfg["data"]), cfg["batch"])
+    dense, ids, label = (t.to(device) for t in next(iter(loader)))
+    print("== part 1: torch.compile(hashed_loss), forward and backward", file=sys.stderr)
+    torch.compile(hashed_loss)(model, dense, ids, label).backward()
+    torch._dynamo.reset()
+    print("== part 2: the naive step (dict tokenizer, then the loss), eager backend", file=sys.stderr)
+    tokenizer = VocabTokenizer(cfg["sizes"], check=True)
+    torch.compile(lambda m, d, i, y: rows_loss(m, d, tokenizer(i), y), backend="eager")(model, dense, ids, label)
+    torch._dynamo.reset()
+    print("== part 3: hashed_loss at three batch sizes, eager backend", file=sys.stderr)
+    fast = torch.compile(hashed_loss, backend="eager")
+    for n in (cfg["batch"], cfg["batch"] // 2, cfg["batch"] // 4):
+        fast(model, dense[:n], ids[:n], label[:n])
+
+
+def read_compile_logs(text: str) -> dict:
+    """The stderr of compile_logs, parsed: {"parts": {N: lines}, "graphs": [lines of each generated module],
+    "kernels": [(graph, kernel name)], "externs": sorted library calls (extern_kernels.mm, ...)}."""
+    import re
+    if not isinstance(text, str):
+        raise TypeError(f"text must be the child's stderr as a str, got {type(text).__name__}")
+    prefix = re.compile(r"^[VIWE]\d{4} [\d:.]+ \d+ \S+\] (\[[^\]]*\] )*")
+    parts, current = {}, None
+    for line in (prefix.sub("", line) for line in text.splitlines()):
+        if line.startswith("== part "):
+            current = parts.setdefault(int(line.split()[2].rstrip(":")), [])
+        elif current is not None:
+            current.append(line)
+    graphs = []
+    for line in parts.get(1, []):
+        if line.startswith("Output code:"):
+            graphs.append([])
+        elif graphs:
+            graphs[-1].append(line)
+    definition = re.compile(r"^(\w+) = async_compile\.(triton|cpp_pybinding|cpp)\(")
+    kernels = [("backward" if any("tangents_1" in line for line in lines) else "forward", m.group(1))
+               for lines in graphs for m in map(definition.match, lines) if m]
+    externs = sorted({m for lines in graphs for line in lines for m in re.findall(r"extern_kernels\.(\w+)", line)})
+    return {"parts": parts, "graphs": graphs, "kernels": kernels, "externs": externs}
+
+
+if __name__ == "__main__":  # python lessons/nb11_dlrm.py {launch-blocking|compile-logs} '<config as JSON>'
+    import sys
+
+    from lessons import nb11_dlrm as _module  # the functions as the package names them (in logs and tracebacks)
+
+    if len(sys.argv) != 3 or sys.argv[1] not in ("launch-blocking", "compile-logs"):
+        sys.exit("usage: python lessons/nb11_dlrm.py {launch-blocking|compile-logs} '<config as JSON>'")
+    config = json.loads(sys.argv[2])
+    if sys.argv[1] == "launch-blocking":
+        print(json.dumps(_module.naive_loop_report(config)))
+    else:
+        _module.compile_logs(config)

@@ -28,25 +28,26 @@ if __name__ == "__main__":  # the child: course_utils first (Triton's interprete
 PROJECT = Path(__file__).resolve().parent.parent
 CASE_SECONDS = 30  # one row's deadline: a row still running after it is a hang
 
-#: The lessons covered so far. NOT_YET: modules being written or reworked by others right now (lessons 12
-#: and 14); the lead adds their rows to TABLE, and moves them to LESSONS, when that work lands.
+#: The lessons covered so far. NOT_YET: modules being written or reworked by others right now (lesson
+#: 14); the lead adds their rows to TABLE, and moves them to LESSONS, when that work lands.
 #: nb03_square_matrix and nb08_debugging have no public function of parameters, so no rows: 03's C++ wrapper is
 #: tested in tests/test_nb03_square_matrix.py (it needs a build), 08's kernels are wrong on purpose.
 LESSONS = ("lessons.nb03_square_matrix", "lessons.nb04_gemm", "lessons.nb05_vector_add", "lessons.nb05_row_kernels",
            "lessons.nb06_softmax", "lessons.nb06_softmax_persistent", "lessons.nb07_matmul", "lessons.nb08_debugging",
-           "lessons.nb10_input_pipeline", "lessons.nb11_dlrm", "lessons.nb13_giou", "lessons.nb15_flash_attention",
-           "lessons.nb16_gpu_memory")
-NOT_YET = {"lessons.nb12_lora", "lessons.nb14_hopper_matmul"}
+           "lessons.nb10_input_pipeline", "lessons.nb11_dlrm", "lessons.nb12_bench", "lessons.nb12_lora",
+           "lessons.nb12_peft", "lessons.nb13_giou", "lessons.nb15_flash_attention",
+           "lessons.nb16_gpu_memory", "lessons.nb17_multi_gpu_training")
+NOT_YET = {"lessons.nb14_hopper_matmul"}
 #: Not libraries: scripts that a child process runs (they exit when imported in the interpreter's mode, or without a
 #: GPU: nb04_ncu_child is the script that notebook 04c profiles).
 SCRIPTS = {"course_utils.triton_compile_worker", "lessons.nb04_ncu_child", "lessons.nb15_ncu_child",
-           "lessons.nb16_fragmentation"}
+           "lessons.nb16_fragmentation", "lessons.nb17_collectives", "lessons.nb17_train"}
 #: Exceptions and result records: they take no input from a learner, so there is nothing to validate.
 RECORDS = {"checks:CaseResult", "checks:CheckReport", "results:Verdict", "results:SavedResults", "scripts:ScriptRun",
            "timing:BenchmarkResult", "grading:Report", "toolchain:BuildError", "toolchain:ToolchainError", "profiling:NcuReport",
            "kernel_inspect:KernelCompileError", "kernel_inspect:KernelSummary", "kernel_inspect:CompiledStages",
            "nb10_input_pipeline:BadImageError", "nb10_input_pipeline:Skipped",
-           "nb13_giou:TritonGIoULoss"}
+           "nb13_giou:TritonGIoULoss", "nb12_peft:FuseReport"}
 
 # What must happen: E(type, words) a clear error (an instance of type, its message matching the regular
 # expression words); R(test) the right answer (the Python expression test, about the result r, is true).
@@ -465,6 +466,116 @@ TABLE: list[tuple[str, str, tuple]] = [
     ("nb11_dlrm:bias_relu", "L11.bias_relu(torch.ones(0, 3), torch.ones(3)).shape", R("r == (0, 3)")),
     ("nb11_dlrm:bias_relu", "L11.bias_relu(torch.tensor([[float('nan'), float('inf')]]), torch.zeros(2)).tolist()", R("math.isnan(r[0][0]) and r[0][1] == float('inf')")),
     ("nb11_dlrm:build_bias_relu_cuda", "L11.build_bias_relu_cuda()", E("ToolchainError", "CUDA is not available")),
+    ("nb11_dlrm:DLRM", "L11.DLRM([3, 4], n_dense=1, fused=True)(torch.ones(2, 1), torch.tensor([[2, 3], [0, 0]])).shape", R("r == (2,)")),
+    ("nb11_dlrm:fuse_tables", "L11.fuse_tables(None)", E("TypeError", "model must be a DLRM with one table per feature")),
+    ("nb11_dlrm:fuse_tables", "L11.fuse_tables(L11.DLRM([3, 4], fused=True))", E("TypeError", "model must be a DLRM with one table per feature")),
+    ("nb11_dlrm:fuse_tables", "L11.fuse_tables(L11.DLRM([3, 4], n_dense=1)).table.weight.shape", R("r == (7, 16)")),
+    ("nb11_dlrm:Vocabulary", "L11.Vocabulary(torch.tensor([[5, -1], [7, 5]]), [3, 3])(torch.tensor([[7, 5], [9, -1]])).tolist()", R("r == [[2, 1], [0, 0]]")),
+    ("nb11_dlrm:Vocabulary", "L11.Vocabulary(torch.tensor([[5, 6], [7, 8]]), [2, 3])", E("ValueError", r"table_sizes\[0\] = 2 has no room for 2 distinct ids")),
+    ("nb11_dlrm:Vocabulary", "L11.Vocabulary(torch.tensor([[1.0, 2.0]]), [3, 3])", E("TypeError", "ids must be an int64 tensor")),
+    ("nb11_dlrm:Vocabulary", "L11.Vocabulary(torch.tensor([[1, 2]]), [3, 3])(torch.tensor([[1, 2, 3]]))", E("ValueError", r"ids must be int64 \(batch, 2\)")),
+    ("nb11_dlrm:DeviceBatches", "L11.DeviceBatches(None, None, None, 2)", E("TypeError", "dense, rows and label must be tensors")),
+    ("nb11_dlrm:DeviceBatches", "L11.DeviceBatches(torch.ones(4, 2), torch.zeros(4, 3, dtype=torch.long), torch.ones(5), 2)", E("ValueError", "one row per sample")),
+    ("nb11_dlrm:DeviceBatches", "L11.DeviceBatches(torch.ones(4, 2), torch.zeros(4, 3, dtype=torch.long), torch.ones(4), 5)", E("ValueError", "batch_size=5 but the data set has 4 rows")),
+    ("nb11_dlrm:DeviceBatches", "L11.DeviceBatches(torch.ones(4, 2), torch.zeros(4, 3, dtype=torch.long), torch.ones(4), 0)", E("ValueError", "batch_size must be >= 1")),
+    ("nb11_dlrm:DeviceBatches", "sorted(torch.cat([next(b)[2] for b in [L11.DeviceBatches(torch.ones(4, 2), torch.zeros(4, 3, dtype=torch.long), torch.arange(4.0), np.int64(2))] for _ in range(2)]).tolist())", R("r == [0.0, 1.0, 2.0, 3.0]")),
+    ("nb11_dlrm:device_step", "L11.device_step(None, None, None)", E("TypeError", "loss_fn must be callable")),
+    ("nb11_dlrm:device_step", "float(L11.device_step(m := L11.DLRM([3], n_dense=1), torch.optim.SGD(m.parameters(), lr=0.1), L11.rows_loss)(torch.ones(2, 1), torch.zeros(2, 1, dtype=torch.long), torch.ones(2)))", R("r > 0")),
+    ("nb11_dlrm:graph_step", "L11.graph_step(None, ())", E("TypeError", "step must be callable and example a batch")),
+    ("nb11_dlrm:graph_step", "L11.graph_step(lambda *b: b[0].sum(), (torch.ones(2),))", E("ValueError", "cuda_graph needs a CUDA GPU")),
+    ("nb11_dlrm:device_run", "L11.device_run(None, iter([]))", E("TypeError", "step must be callable")),
+    ("nb11_dlrm:device_run", "L11.device_run(lambda d, r, y: d.sum(), iter([]))(-1)", E("ValueError", "steps must be >= 0")),
+    ("nb11_dlrm:device_run", "(lambda run: (run(1), run.losses[0].item())[1])(L11.device_run(lambda d, r, y: d.sum(), iter([(torch.ones(2), None, None)])))", R("r == 2.0")),
+    ("nb11_dlrm:loader_run", "L11.loader_run('x', None, None, iter([]), device='cpu')", E("TypeError", "stage must be a Stage")),
+    ("nb11_dlrm:loader_run", "L11.loader_run(L11.STAGES[3], None, None, iter([]), device='cpu')(1)", E("ValueError", "pass loss_fn")),
+    ("nb11_dlrm:steps_per_second", "L11.steps_per_second(None, 5)", E("TypeError", "run must be callable")),
+    ("nb11_dlrm:steps_per_second", "L11.steps_per_second(lambda n, on_step=None: None, 0)", E("ValueError", "steps must be >= 1")),
+    ("nb11_dlrm:steps_per_second", "L11.steps_per_second(lambda n, on_step=None: time.sleep(0.001 * n), 5, repeats=np.int64(3), warmup=0)[0]", R("100 < r <= 1000")),
+    ("nb11_dlrm:profile_run", "L11.profile_run(None, 2)", E("TypeError", "run must be callable")),
+    ("nb11_dlrm:profile_run", "L11.profile_run(lambda n, on_step=None: None, 0)", E("ValueError", "steps must be >= 1")),
+    ("nb11_dlrm:profile_run", "len([e for e in L11.profile_run(lambda n, on_step=None: [(torch.ones(3) + 1, on_step and on_step()) for _ in range(n)], 2).events() if e.name == 'aten::add'])", R("r == 2")),
+    ("nb11_dlrm:chapter_setup", "L11.chapter_setup(None, full=False)", E("TypeError", "cache_dir must be a path and full a bool")),
+    ("nb11_dlrm:chapter_setup", "L11.chapter_setup(tmp, full=1)", E("TypeError", "cache_dir must be a path and full a bool")),
+    ("nb11_dlrm:compile_logs", "L11.compile_logs({'sizes': [3]})", E("ValueError", "cfg must be a dict with keys sizes, model, batch and data")),
+    ("nb11_dlrm:read_compile_logs", "L11.read_compile_logs(None)", E("TypeError", "text must be the child's stderr")),
+    ("nb11_dlrm:read_compile_logs", "L11.read_compile_logs('== part 1\\nOutput code:\\nk0 = async_compile.triton(0)\\nx = extern_kernels.mm(a, b)')['kernels']", R("r == [('forward', 'k0')]")),
+    # ------------------------------------------------------------------ lessons/nb12_lora.py, nb12_peft.py, nb12_bench.py
+    ("nb12_lora:lora_eager", 'L12.lora_eager(torch.ones(2, 4), torch.ones(3, 4), None, torch.ones(1, 4), torch.ones(3, 1), 1.0, "tanh")', E("ValueError", "activation must be one of")),
+    ("nb12_lora:lora_eager", "L12.lora_eager(torch.ones(2, 4), torch.ones(3, 4), None, torch.ones(1, 4), torch.ones(3, 1), 0.5).tolist()", R("r == [[6.0] * 3] * 2")),
+    ("nb12_lora:lora_reference", 'L12.lora_reference(h(2, 4), h(3, 4), None, h(1, 4), h(3, 1), 0.5, "relu").dtype', R("r == torch.float16")),
+    ("nb12_lora:lora_reference", 'L12.lora_reference(h(2, 4), h(3, 4), None, h(1, 4), h(3, 1), 0.5, None)', E("ValueError", "activation must be one of")),
+    ("nb12_lora:add_mul_act_eager", 'L12.add_mul_act_eager(torch.ones(3), torch.ones(3), 2.0, "swish")', E("ValueError", "activation must be one of")),
+    ("nb12_lora:add_mul_act_reference", 'L12.add_mul_act_reference(torch.tensor([-1.0, 1.0]), torch.ones(2), 2.0).tolist()', R("r == [1.0, 3.0]")),
+    ("nb12_lora:check_options", "L12.check_options(1e31, 'none')", E("ValueError", "scale must be 0 or between 1e-30 and 1e\\+30")),
+    ("nb12_lora:check_options", "L12.check_options(np.float32(0.5), 'gelu')", R("r == 0.5 and type(r) is float")),
+    ("nb12_lora:check_options", "L12.check_options(True, 'none')", E("TypeError", "scale must be a number")),
+    ("nb12_lora:check_elementwise", "L12.check_elementwise(torch.ones(3), torch.ones(3).int(), 1.0, 'relu')", E("TypeError", "lora must have a dtype in")),
+    ("nb12_lora:add_mul_act", "L12.add_mul_act(torch.ones(4, 8), torch.ones(8, 4))", E("ValueError", "base and lora must have the same shape")),
+    ("nb12_lora:add_mul_act", "L12.add_mul_act(torch.ones(4), torch.ones(4), float('nan'))", E("ValueError", "scale must be finite")),
+    ("nb12_lora:add_mul_act", "L12.add_mul_act(torch.tensor([float('nan'), -1.0, 2.0]), torch.zeros(3), 1.0, 'relu').isnan().tolist()", R("r == [True, False, False]")),
+    ("nb12_lora:add_mul_act", 'L12.add_mul_act(torch.ones(4, 8)[:, ::2], torch.ones(4, 4), 0.5, "none").tolist()', R("r == [[1.5] * 4] * 4")),
+    ("nb12_lora:add_mul_act_cuda", "L12.add_mul_act_cuda(torch.ones(3), torch.ones(4))", E("ValueError", "base and lora must have the same shape")),
+    ("nb12_lora:add_mul_act_cuda", "L12.add_mul_act_cuda(torch.ones(3), torch.ones(3), 1.0, 'tanh')", E("ValueError", "activation must be one of")),
+    ("nb12_lora:tma_layout", "L12.tma_layout(h(16, 8), h(8, 16), 16)", R("r is True")),
+    ("nb12_lora:tma_layout", "L12.tma_layout(h(16, 8), h(16, 8).t(), 16)", R("r is False")),
+    ("nb12_lora:tma_layout", "L12.tma_layout(h(16, 8), h(8, 16), 7)", R("r is None")),
+    ("nb12_lora:tma_layout", "L12.tma_layout(h(16, 8), None, 16)", E("TypeError", "w_op must be a torch.Tensor")),
+    ("nb12_lora:lora_forward", "L12.lora_forward([[1.0]], h(8, 16), None, h(2, 8), h(2, 16), 1.0, 'none')", E("TypeError", "x2 must be a torch.Tensor")),
+    ("nb12_lora:lora_forward", "L12.lora_forward(h(16, 8), h(8, 17), None, h(2, 8), h(2, 17), 1.0, 'none', xa_in_loop=True)", E("ValueError", "xa_in_loop=True needs the persistent TMA kernel")),
+    ("nb12_lora:check_lora", "L12.check_lora(h(2, 8), h(4, 8), None, h(2, 8), h(4, 3), 1.0, 'none')", E("ValueError", "ranks differ")),
+    ("nb12_lora:check_lora", "L12.check_lora(h(2, 8), h(4, 8), h(5), h(2, 8), h(4, 2), 1.0, 'none')", E("ValueError", r"b must have shape \(4,\)")),
+    ("nb12_lora:lora_linear", "torch.allclose(L12.lora_linear(h(5, 16), h(8, 16), h(8)[::1], h(2, 16), h(8, 2), 0.5).float(), L12.lora_reference(h(5, 16), h(8, 16), h(8), h(2, 16), h(8, 2), 0.5).float(), rtol=4e-3, atol=4e-3)", R("r")),
+    ("nb12_lora:lora_linear", "torch.allclose(L12.lora_linear(h(5, 16), h(8, 16), h(16)[::2], h(2, 16), h(8, 2), 0.5).float(), L12.lora_reference(h(5, 16), h(8, 16), h(16)[::2], h(2, 16), h(8, 2), 0.5).float(), rtol=4e-3, atol=4e-3)", R("r")),
+    ("nb12_lora:lora_linear", 'L12.lora_linear(torch.empty(48 * 64, device="meta", dtype=torch.half).as_strided((48, 64), (2**26, 1)), torch.empty(32, 64, device="meta", dtype=torch.half), None, torch.empty(4, 64, device="meta", dtype=torch.half), torch.empty(32, 4, device="meta", dtype=torch.half))', E("ValueError", "x reaches element offset 3,154,116,671")),
+    ("nb12_lora:lora_linear", "L12.lora_linear(h(5, 16), h(8, 16), None, h(2, 16).float(), h(8, 2).float(), 1e300)", E("ValueError", "scale must be 0 or between")),
+    ("nb12_lora:lora_linear", "L12.lora_linear(h(5, 16).bfloat16(), h(8, 16).bfloat16(), None, h(2, 16), h(8, 2))", E("TypeError", "A must have a dtype in")),
+    ("nb12_lora:lora_linear", "L12.lora_linear(h(5, 16), h(8, 16), None, h(200, 16), h(8, 200))", E("ValueError", "rank must be between 1 and 128")),
+    ("nb12_lora:lora_linear", "L12.lora_linear(h(2**16, 8), h(2**16, 8), None, h(4, 8), h(2**16, 4))", E("ValueError", "the output would have 65,536 x 65,536 elements")),
+    ("nb12_lora:lora_linear", "(lambda B: L12.lora_linear(h(5, 16), h(8, 16), None, h(2, 16), B, 2e5).isfinite().all().item())(h(8, 2) * 1e-4)", R("r is True")),
+    ("nb12_lora:config_text", "L12.config_text({'BLOCK_M': 64})", E("TypeError", "config must be a triton.Config")),
+    ("nb12_lora:config_text", "L12.config_text(L07.config(64, 32, 32, 2, 4))", R("r == '64x32x32, 4 warps, 2 stages'")),
+    ("nb12_lora:lora_linear_config", "L12.lora_linear_config(h(0, 16), h(8, 16), None, h(2, 16), h(8, 2))", R("r == 'no launch (empty output)'")),
+    ("nb12_lora:lora_linear_config", "L12.lora_linear_config(h(5, 16), h(8, 15), None, h(2, 16), h(8, 2))", E("ValueError", "x has 16 features, but W is 8 x 15")),
+    ("nb12_lora:lora_forward_reference", "L12.lora_forward_reference(h(2, 4), None, None, h(1, 4), h(1, 3), 1.0, 'none')", E("TypeError", "w_op must be a torch.Tensor")),
+    ("nb12_lora:activation_grad", "L12.activation_grad(torch.zeros(3), 'elu')", E("ValueError", "activation must be one of")),
+    ("nb12_lora:activation_grad", "L12.activation_grad(torch.tensor([-1.0, 2.0]), 'relu').tolist()", R("r == [0.0, 1.0]")),
+    ("nb12_lora:activation_grad", "L12.activation_grad(torch.zeros(3, dtype=torch.long), 'relu')", E("TypeError", "pre must have a dtype in")),
+    ("nb12_lora:LoRALinearFunction", "L12.LoRALinearFunction.apply(h(2, 8), h(4, 8), None, h(2, 8), h(4, 3))", E("ValueError", "ranks differ")),
+    ("nb12_lora:LoRALinearFunction", "L12.LoRALinearFunction.apply(h(2, 2, 8), h(4, 8), None, h(2, 8), h(4, 2))", E("ValueError", "x2 must be 2-D")),
+    ("nb12_lora:lora_linear_trainable", "L12.lora_linear_trainable(h(2, 8), h(4, 8).requires_grad_(), None, h(2, 8), h(4, 2))", E("ValueError", "W must not require grad")),
+    ("nb12_lora:lora_linear_trainable", "L12.lora_linear_trainable(h(2, 8), h(4, 8), None, h(2, 8), h(4, 2), reference='yes')", E("ValueError", "reference must be one of")),
+    ("nb12_lora:lora_linear_trainable", "(lambda A: (L12.lora_linear_trainable(h(3, 16), h(8, 16), None, A, h(8, 2).float(), 0.5).float().sum().backward(), A.grad.dtype)[1])(h(2, 16).float().requires_grad_())", R("r == torch.float32")),
+    ("nb12_peft:static_reason", "L12p.static_reason(torch.nn.Linear(2, 3))", E("TypeError", "layer must be a peft LoRA Linear")),
+    ("nb12_peft:static_reason", "L12p.static_reason(L12p.peft_linear(8, 4, 2, dtype=torch.float32).base_model.model.proj)", R("'float16 or bfloat16' in r")),
+    ("nb12_peft:call_reason", "L12p.call_reason(L12p.peft_linear(8, 4, 2).base_model.model.proj, torch.ones(3, 8, dtype=torch.bfloat16), (), {'adapter_names': ['default']})", R("r == 'extra forward arguments (adapter_names)'")),
+    ("nb12_peft:call_reason", "L12p.call_reason(L12p.peft_linear(8, 4, 2).base_model.model.proj, [1.0], (), {})", R("r.startswith('input dtype list')")),
+    ("nb12_peft:call_reason", "L12p.call_reason(None, torch.ones(3, 8), (), {})", E("TypeError", "layer must be a peft LoRA Linear")),
+    ("nb12_peft:fuse_lora", "L12p.fuse_lora(torch.nn.Linear(3, 4))", E("ValueError", "model has no peft LoRA Linear layer")),
+    ("nb12_peft:fuse_lora", "L12p.fuse_lora(None)", E("TypeError", "model must be a torch.nn.Module")),
+    ("nb12_peft:fuse_lora", "L12p.fuse_lora(L12p.peft_linear(8, 4, 2)).fused", R("r == ['base_model.model.proj']")),
+    ("nb12_peft:unfuse_lora", "L12p.unfuse_lora('model')", E("TypeError", "model must be a torch.nn.Module")),
+    ("nb12_peft:unfuse_lora", "(lambda m: (L12p.fuse_lora(m), L12p.unfuse_lora(m), L12p.unfuse_lora(m))[1:])(L12p.peft_linear(8, 4, 2))", R("r == (1, 0)")),
+    ("nb12_peft:explain", "L12p.explain(L12p.peft_linear(8, 4, 2, dropout=0.5).base_model.model.proj, torch.ones(3, 8, dtype=torch.bfloat16))", R("r == \"peft's path: dropout 0.5 > 0 in training mode\"")),
+    ("nb12_peft:explain", "L12p.explain(torch.nn.Linear(8, 4), torch.ones(3, 8))", E("TypeError", "layer must be a peft LoRA Linear")),
+    ("nb12_peft:peft_linear", "L12p.peft_linear(8, 0, 2)", E("ValueError", "d_out must be >= 1")),
+    ("nb12_peft:peft_linear", "L12p.peft_linear(8, 4, 2, dtype=torch.int8)", E("TypeError", "dtype must be torch.float16, torch.bfloat16 or torch.float32")),
+    ("nb12_peft:peft_linear", "L12p.peft_linear(8, 4, 2, dropout=1.5)", E("ValueError", "dropout must be >= 0 and <= 1")),
+    ("nb12_bench:label", "L12b.label((8192, 4096, 4096, 16, torch.bfloat16))", R("r == '8192 tokens, 4096 -> 4096, r 16, bfloat16'")),
+    ("nb12_bench:label", "L12b.label((8192, 4096, 4096, 16))", E("ValueError", r"shape must be \(tokens, d_in, d_out, r, dtype\)")),
+    ("nb12_bench:useful_flops", "L12b.useful_flops((2, 3, 5, 1, torch.float16))", R("r == 2 * 2 * (15 + 8)")),
+    ("nb12_bench:useful_flops", "L12b.useful_flops((2, 3, 5, 1, torch.float32))", E("ValueError", "dtype must be one of")),
+    ("nb12_bench:llm_inputs", "[tuple(t.shape) for t in L12b.llm_inputs((3, 8, 4, 2, torch.float16))]", R("r == [(3, 8), (4, 8), (4,), (2, 8), (4, 2)]")),
+    ("nb12_bench:llm_inputs", "L12b.llm_inputs((0, 8, 4, 2, torch.float16))", E("ValueError", "tokens must be >= 1")),
+    ("nb12_bench:peft_model_of", "L12b.peft_model_of(None, None, h(2, 8), h(4, 2))", E("TypeError", "W must be a torch.Tensor")),
+    ("nb12_bench:forward_providers", "sorted(L12b.forward_providers((3, 16, 8, 2, torch.float16)))", R("r == ['eager', 'fused', 'merged weight', 'peft']")),
+    ("nb12_bench:forward_providers", "L12b.forward_providers((3, 16, 8, 2, 'fp16'))", E("ValueError", "dtype must be one of")),
+    ("nb12_bench:train_steps", "sorted(L12b.train_steps((3, 16, 8, 2, torch.float16)))", R("r == ['eager', 'fused', 'peft']")),
+    ("nb12_bench:compare_forward", "L12b.compare_forward([])", E("ValueError", "shapes must be a non-empty list")),
+    ("nb12_bench:compare_forward", "L12b.compare_forward(rounds=0)", E("ValueError", "rounds must be >= 1")),
+    ("nb12_bench:compare_training", "L12b.compare_training(graphs='yes')", E("ValueError", "graphs must be one of")),
+    ("nb12_bench:compare_training", "L12b.compare_training((3, 16, 8, 2, torch.float16), rounds=1.5)", E("TypeError", "rounds must be an integer")),
+    ("nb12_bench:main", "L12b.main(['--all'])", E("ValueError", "argv: expected at most --ncu or --quick")),
+    ("nb12_bench:main", "L12b.main('--quick')", E("ValueError", "argv: expected at most --ncu or --quick")),
     # ------------------------------------------------------------------ lessons/nb13_giou.py
     ("nb13_giou:check_boxes", "L13.check_boxes(*boxes()[:2], boxes()[2].int())", E("TypeError", "mask must be a bool tensor")),
     ("nb13_giou:check_boxes", "L13.check_boxes(boxes()[0][..., :3], *boxes()[1:])", E("ValueError", r"pred must have shape \(batch, max_boxes, 4\)")),
@@ -788,6 +899,53 @@ TABLE: list[tuple[str, str, tuple]] = [
     ("nb16_gpu_memory:with_layers", "L16.with_layers(TINY, 3).layers", R("r == 3")),
     ("nb16_gpu_memory:with_layers", "L16.with_layers(TINY, 0)", E("ValueError", "GPTConfig.layers must be >= 1")),
     ("nb16_gpu_memory:with_layers", "L16.with_layers(None, 3)", E("TypeError", "cfg must be a GPTConfig")),
+    # ------------------------------------------------------------------ lessons/nb17_multi_gpu_training.py
+    ("nb17_multi_gpu_training:bus_factor", 'L17.bus_factor("all_reduce", 4)', R("r == 1.5")),
+    ("nb17_multi_gpu_training:bus_factor", 'L17.bus_factor("allreduce", 2)', E("ValueError", "op must be one of")),
+    ("nb17_multi_gpu_training:bus_factor", 'L17.bus_factor("all_gather", 0)', E("ValueError", "world_size must be >= 1")),
+    ("nb17_multi_gpu_training:bus_factor", 'L17.bus_factor("all_gather", 2.0)', E("TypeError", "world_size must be an integer")),
+    ("nb17_multi_gpu_training:bus_bandwidth", 'L17.bus_bandwidth("all_gather", 10**9, 1.0, np.int64(2))', R("r == 0.5")),
+    ("nb17_multi_gpu_training:bus_bandwidth", 'L17.bus_bandwidth("all_reduce", 10**9, 0, 2)', E("ValueError", "seconds must be > 0")),
+    ("nb17_multi_gpu_training:bus_bandwidth", 'L17.bus_bandwidth("all_reduce", -1, 1.0, 2)', E("ValueError", "nbytes must be >= 0")),
+    ("nb17_multi_gpu_training:bus_bandwidth", 'L17.bus_bandwidth("all_reduce", 10, "1", 2)', E("TypeError", "seconds must be a number")),
+    ("nb17_multi_gpu_training:GPTConfig", "L17.GPTConfig(width=100, heads=16)", E("ValueError", r"GPTConfig.width \(100\) must be a multiple of heads")),
+    ("nb17_multi_gpu_training:GPTConfig", "L17.GPTConfig(layers=0)", E("ValueError", "GPTConfig.layers must be >= 1")),
+    ("nb17_multi_gpu_training:GPTConfig", "L17.GPTConfig().params()", R("r == 150_349_824")),
+    ("nb17_multi_gpu_training:Block", "L17.Block(None)", E("TypeError", "cfg must be a GPTConfig")),
+    ("nb17_multi_gpu_training:Block", "L17.Block(T17)(torch.ones(2, 4, 16)).shape", R("r == (2, 4, 16)")),
+    ("nb17_multi_gpu_training:GPT", "L17.GPT({'width': 16})", E("TypeError", "cfg must be a GPTConfig")),
+    ("nb17_multi_gpu_training:GPT", "L17.GPT(T17)(torch.zeros(2, 4), torch.zeros(2, 4))", E("TypeError", "idx must be an int64 tensor")),
+    ("nb17_multi_gpu_training:GPT", "L17.GPT(T17)(torch.zeros(2, 9, dtype=torch.long), torch.zeros(2, 9, dtype=torch.long))", E("ValueError", r"T <= cfg.seq=8")),
+    ("nb17_multi_gpu_training:GPT", "L17.GPT(T17)(torch.zeros(2, 4, dtype=torch.long), torch.zeros(2, 3, dtype=torch.long))", E("ValueError", "idx and targets must share a shape")),
+    ("nb17_multi_gpu_training:GPT", "L17.GPT(T17)(*L17.make_batch(T17)).item()", R("3 < r < 4")),
+    ("nb17_multi_gpu_training:make_batch", "L17.make_batch(None)", E("TypeError", "cfg must be a GPTConfig")),
+    ("nb17_multi_gpu_training:make_batch", "L17.make_batch(T17, seed=-1)", E("ValueError", "seed must be >= 0")),
+    ("nb17_multi_gpu_training:make_batch", "[tuple(t.shape) for t in L17.make_batch(T17, seed=np.int64(1))]", R("r == [(2, 8), (2, 8)]")),
+    ("nb17_multi_gpu_training:allreduce_each", "L17.allreduce_each(None)", E("TypeError", "model must be an nn.Module")),
+    ("nb17_multi_gpu_training:allreduce_each", "L17.allreduce_each(L17.GPT(T17))", E("RuntimeError", "needs torch.distributed initialized")),
+    ("nb17_multi_gpu_training:allreduce_flat", "L17.allreduce_flat([torch.ones(3)])", E("TypeError", "model must be an nn.Module")),
+    ("nb17_multi_gpu_training:allreduce_flat", "L17.allreduce_flat(L17.GPT(T17))", E("RuntimeError", "needs torch.distributed initialized")),
+    ("nb17_multi_gpu_training:assign_buckets", "L17.assign_buckets([10, 10, 10, 0], np.int64(15))", R("r == [[3, 2, 1], [0]]")),
+    ("nb17_multi_gpu_training:assign_buckets", "L17.assign_buckets([], 15)", R("r == []")),
+    ("nb17_multi_gpu_training:assign_buckets", "L17.assign_buckets([10, 10], 0)", E("ValueError", "cap_bytes must be >= 1")),
+    ("nb17_multi_gpu_training:assign_buckets", "L17.assign_buckets([10, -1], 15)", E("ValueError", r"sizes\[1\] must be >= 0")),
+    ("nb17_multi_gpu_training:assign_buckets", "L17.assign_buckets(torch.ones(3), 15)", E("TypeError", "sizes must be a list")),
+    ("nb17_multi_gpu_training:BucketedDDP", "L17.BucketedDDP(None)", E("TypeError", "model must be an nn.Module with trainable parameters")),
+    ("nb17_multi_gpu_training:BucketedDDP", "L17.BucketedDDP(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2).double()))", E("ValueError", "share one dtype and device")),
+    ("nb17_multi_gpu_training:BucketedDDP", "L17.BucketedDDP(L17.GPT(T17), cap_mb=0)", E("ValueError", "cap_mb must be >=")),
+    ("nb17_multi_gpu_training:BucketedDDP", "L17.BucketedDDP(L17.GPT(T17))", E("RuntimeError", "needs torch.distributed initialized")),
+    ("nb17_multi_gpu_training:kernels_from_trace", "L17.kernels_from_trace([])", E("TypeError", "trace must be the dict of a Chrome trace")),
+    ("nb17_multi_gpu_training:kernels_from_trace", "L17.kernels_from_trace({'traceEvents': [{'ph': 'X', 'cat': 'kernel', 'name': 'k', 'ts': 1, 'dur': 2}, 3]})", R("r == [{'name': 'k', 'start': 1.0, 'dur': 2.0, 'stream': None}]")),
+    ("nb17_multi_gpu_training:overlap", "L17.overlap(None)", E("TypeError", "kernels must be the list kernels_from_trace returns")),
+    ("nb17_multi_gpu_training:overlap", "L17.overlap([], steps=0)", E("ValueError", "steps must be >= 1")),
+    ("nb17_multi_gpu_training:overlap", "L17.overlap([{'name': 'ncclKernel', 'start': 0.0, 'dur': 1000.0}])", R("r['exposed nccl ms'] == 1.0 and r['hidden share'] == 0.0")),
+    ("nb17_multi_gpu_training:torchrun_command", 'L17.torchrun_command("os", nproc=2)', E("ValueError", "module must be one of the chapter's scripts")),
+    ("nb17_multi_gpu_training:torchrun_command", 'L17.torchrun_command("lessons.nb17_train", nproc=0)', E("ValueError", "nproc must be >= 1")),
+    ("nb17_multi_gpu_training:torchrun_command", 'L17.torchrun_command("lessons.nb17_train", 3, nproc=2)', E("TypeError", "args must be strings")),
+    ("nb17_multi_gpu_training:torchrun_command", 'L17.torchrun_command("lessons.nb17_train", nproc=np.int64(2))[-3:]', R("r == ['--nproc-per-node=2', '-m', 'lessons.nb17_train']")),
+    ("nb17_multi_gpu_training:torchrun", 'L17.torchrun("os", nproc=2, out=Path(tmp) / "o.json")', E("ValueError", "module must be one of the chapter's scripts")),
+    ("nb17_multi_gpu_training:torchrun", 'L17.torchrun("lessons.nb17_train", nproc=2, out=Path(tmp) / "o.json", cpu="yes")', E("TypeError", "cpu must be True or False")),
+    ("nb17_multi_gpu_training:torchrun", 'L17.torchrun("lessons.nb17_train", nproc=2, out=Path(tmp) / "o.json", timeout=0)', E("ValueError", "timeout must be a positive number")),
 ]
 
 
@@ -816,7 +974,8 @@ def _namespace(tmp: str) -> dict:
     ns.update(L04=importlib.import_module("lessons.nb04_gemm"), L05=importlib.import_module("lessons.nb05_vector_add"),
               L05r=importlib.import_module("lessons.nb05_row_kernels"), L06=importlib.import_module("lessons.nb06_softmax"),
               L06p=importlib.import_module("lessons.nb06_softmax_persistent"),
-              L07=importlib.import_module("lessons.nb07_matmul"))
+              L07=importlib.import_module("lessons.nb07_matmul"), L12=importlib.import_module("lessons.nb12_lora"),
+              L12p=importlib.import_module("lessons.nb12_peft"), L12b=importlib.import_module("lessons.nb12_bench"))
     # a small exercise for the grader's rows: -x on one input, two drawn cases
     ns["EXERCISE"] = grading.Exercise("t.1 neg", "neg(x): -x", torch.neg, st.just(grading.Inputs(
         lambda: (torch.arange(3.0),), "x: arange(3)")), examples=(2, 2))
@@ -854,6 +1013,8 @@ def _namespace(tmp: str) -> dict:
 
     ns.update(L15=importlib.import_module("lessons.nb15_flash_attention"),
               L16=importlib.import_module("lessons.nb16_gpu_memory"), qkv=qkv, dump=dump, json=json)
+    ns.update(L17=importlib.import_module("lessons.nb17_multi_gpu_training"))
+    ns.update(T17=ns["L17"].GPTConfig(vocab=32, seq=8, width=16, heads=2, layers=1, batch=2))
     ns.update(TINY=ns["L16"].GPTConfig(vocab=32, seq=8, width=16, heads=2, layers=2, batch=4),
               SNAP={"segments": [], "device_traces": [[{"action": "alloc", "addr": 1, "size": 100},
                                                         {"action": "free_completed", "addr": 1, "size": 100}]]})

@@ -306,3 +306,87 @@ def test_cuda_bias_relu_matches_eager(shape):
         ext.bias_relu_cuda(x, torch.randn(shape[1] + 1, device="cuda"))
     with pytest.raises((TypeError, RuntimeError)):
         ext.bias_relu_cuda(x.double(), b.double())
+
+
+# ------------------------------------------------------------------ the rungs past the paper cuts
+
+@settings(max_examples=50, deadline=None)
+@given(ids=st.lists(st.lists(st.integers(min_value=-1, max_value=40), min_size=2, max_size=2), min_size=1, max_size=30),
+       queries=st.lists(st.lists(st.integers(min_value=-1, max_value=60), min_size=2, max_size=2), min_size=1, max_size=30))
+def test_vocabulary_is_the_exact_mapping_of_the_training_ids(ids, queries):
+    train = torch.tensor(ids, dtype=torch.int64)
+    vocab = L.Vocabulary(train, [train.shape[0] + 1] * 2)
+    rows = vocab(torch.tensor(queries, dtype=torch.int64))
+    for f in range(2):
+        known = sorted({i for i in train[:, f].tolist() if i != L.MISSING_ID})
+        expected = [known.index(q) + 1 if q in known else 0 for q in torch.tensor(queries)[:, f].tolist()]
+        assert rows[:, f].tolist() == expected, "distinct ids get distinct rows from 1; missing and unseen ids row 0"
+
+
+def test_fused_table_computes_the_same_logits_and_gradients():
+    torch.manual_seed(0)
+    model = L.DLRM([7, 3, 12], dim=4, bottom=(8,), top=(8,), n_dense=2)
+    fused = L.fuse_tables(model)
+    assert fused.fused and fused.table.weight.shape == (22, 4) and fused.offsets.tolist() == [0, 7, 10]
+    dense, rows, label = torch.randn(9, 2), torch.stack([torch.randint(0, n, (9,)) for n in (7, 3, 12)], 1), \
+        torch.randint(0, 2, (9,)).float()
+    L.rows_loss(model, dense, rows, label).backward()
+    L.rows_loss(fused, dense, rows, label).backward()
+    torch.testing.assert_close(fused(dense, rows), model(dense, rows), rtol=0, atol=0)
+    torch.testing.assert_close(fused.table.weight.grad, torch.cat([t.weight.grad for t in model.tables]))
+    torch.testing.assert_close(fused.top[0].weight.grad, model.top[0].weight.grad)
+
+
+def test_device_batches_cover_an_epoch_once_and_reshuffle():
+    label = torch.arange(12.0)
+    batches = L.DeviceBatches(torch.randn(12, 2), torch.zeros(12, 3, dtype=torch.long), label, 4, seed=5)
+    first = torch.cat([next(batches)[2] for _ in range(3)])
+    second = torch.cat([next(batches)[2] for _ in range(3)])
+    assert sorted(first.tolist()) == sorted(second.tolist()) == label.tolist()
+    assert not torch.equal(first, second), "each epoch has its own order"
+    dense, rows, lab = next(L.DeviceBatches(torch.arange(8.0)[:, None], torch.arange(8)[:, None], torch.arange(8.0), 3))
+    assert torch.equal(dense[:, 0], lab) and torch.equal(rows[:, 0].float(), lab), "the gather keeps rows together"
+
+
+def test_device_run_trains_like_the_paper_cut_loop(data):
+    folder, meta = data
+    ds = L.CriteoDataset(folder / meta["files"]["train"])
+    sizes = [meta["cardinality"][c] + 1 for c in L.SPARSE]
+    ids = torch.from_numpy(ds.ids)
+    vocab = L.Vocabulary(ids, sizes)
+    torch.manual_seed(0)
+    model = L.fuse_tables(L.DLRM(sizes, dim=8, bottom=(16,), top=(16,)))
+    run = L.device_run(L.device_step(model, torch.optim.Adam(model.parameters(), lr=1e-2), L.rows_loss),
+                       L.DeviceBatches(torch.from_numpy(ds.dense), vocab(ids), torch.from_numpy(ds.label), 512))
+    rate, rates = L.steps_per_second(run, 3, repeats=3, warmup=1)
+    assert len(rates) == 3 and min(rates) <= rate <= max(rates)
+    assert len(run.losses) == 1 + 3 * 3, "warm-up and timed steps all ran and logged their loss"
+    run(20)
+    losses = torch.stack(run.losses)
+    assert losses[-8:].mean() < losses[:4].mean(), "the loss must go down"
+
+
+def test_profile_run_profiles_exactly_its_steps():
+    calls = []
+
+    def run(steps, on_step=None):
+        for _ in range(steps):
+            calls.append(torch.ones(4) * 2)
+            if on_step is not None:
+                on_step()
+    prof = L.profile_run(run, 3)
+    assert len(calls) == 4, "one warm-up step, then the profiled ones"
+    assert sum(e.name == "aten::mul" for e in prof.events()) == 3
+    assert sum(e.name.startswith("ProfilerStep") for e in prof.events()) == 3, "one step range per profiled step"
+
+
+def test_read_compile_logs_finds_modules_kernels_and_parts():
+    text = "\n".join(["V1126 10:00:00.000 123 torch/_inductor/graph.py:99] [0/0] [__output_code] noise",
+                      "== part 1: compile", "Output code:", "k_fwd = async_compile.triton('k_fwd', '''",
+                      "buf = extern_kernels.mm(a, b)", "Output code:", "def call(args): tangents_1 = args",
+                      "k_bwd = async_compile.cpp_pybinding(['float*'], '''", "x = extern_kernels.bmm(a, b)",
+                      "== part 2: breaks", "Graph break in user code at lessons/x.py:3", "== part 3: recompiles"])
+    logs = L.read_compile_logs(text)
+    assert logs["kernels"] == [("forward", "k_fwd"), ("backward", "k_bwd")]
+    assert logs["externs"] == ["bmm", "mm"] and len(logs["graphs"]) == 2
+    assert logs["parts"][2] == ["Graph break in user code at lessons/x.py:3"] and logs["parts"][3] == []

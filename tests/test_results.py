@@ -150,6 +150,9 @@ def test_targets_judge_the_unrounded_figure_and_a_stale_target_fails_the_table(t
     renamed = results.Target(17, "01_demo", "matmul 4096^3", "cuBLAS", 1.02, "x")
     with pytest.raises(ValueError, match="judge no saved headline.*matmul 4096"):
         results.figures_table(tmp_path / "results", path.parent.name, [renamed])
+    pending = results.Target(27, "01_demo", "matmul 4096^3", "cuBLAS", 1.02, "x", pending=True)  # the next run saves it
+    table = results.figures_table(tmp_path / "results", path.parent.name, [pending])
+    assert "| matmul 4096^3 | not yet measured on this GPU | cuBLAS | - | >= 1.02x |" in table
 
 
 def test_every_target_of_the_issues_judges_a_saved_headline():
@@ -159,7 +162,7 @@ def test_every_target_of_the_issues_judges_a_saved_headline():
         assert any((results.NOTEBOOKS_DIR / folder / f"{t.notebook}.ipynb").exists() for folder in ("", "deep_dives")), t
     table = results.figures_table(results.RESULTS_DIR, results.REFERENCE_DEVICE, targets)  # raises on a stale target
     for t in targets:
-        if not (results.RESULTS_DIR / results.REFERENCE_DEVICE / f"{t.notebook}.json").exists():
+        if t.pending or not (results.RESULTS_DIR / results.REFERENCE_DEVICE / f"{t.notebook}.json").exists():
             assert f"| {t.what} | not yet measured on this GPU |" in table
 
 
@@ -193,3 +196,14 @@ def test_verdict_refuses_what_it_cannot_judge(kwargs, error):
 
     with pytest.raises(error):
         verdict(**kwargs)
+
+
+def test_a_target_can_bound_a_headline_from_above():
+    from course_utils.results import Headline, Target
+
+    small = Target(1, "11_x", "AUC difference", "", at_most=0.005, unit="AUC")
+    assert small.goal() == "<= 0.005 AUC"
+    assert small.verdict(Headline("AUC difference", 0.003, "AUC", "", None)).endswith("met")
+    assert small.verdict(Headline("AUC difference", 0.02, "AUC", "", None)).endswith("missed")
+    with pytest.raises(ValueError, match="exactly one of at_least and at_most"):
+        Target(1, "11_x", "AUC difference", "", at_least=1.0, at_most=2.0)

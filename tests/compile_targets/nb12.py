@@ -5,41 +5,45 @@ from compile_targets import Target
 M = "lessons.nb12_lora"
 ELEMENTWISE = {"base_ptr": "*fp32", "lora_ptr": "*fp32", "out_ptr": "*fp32", "scale": "fp32", "n": "i32"}
 HALF = {name: "*bf16" for name in ("base_ptr", "lora_ptr", "out_ptr")}
-SIZES = {"M": "i32", "N": "i32", "K": "i32", "R": "i32", "scale": "fp32"}
-POINTERS = ("x_ptr", "w_ptr", "a_ptr", "b_ptr", "bias_ptr", "out_ptr", "xa_ptr", "pre_ptr")
-STRIDES = {"stride_xm": "i32", "stride_wn": "i32", "stride_ar": "i32", "stride_bn": "i32"}
-# row-major operands: the JIT turns these unit strides into constants
-UNIT_STRIDES = {"stride_xk": 1, "stride_wk": 1, "stride_ak": 1, "stride_br": 1}
-TRAINING = {"XA_IN_LOOP": True, "HAS_BIAS": True, "STORE_XA": True, "STORE_PRE": True, "ACTIVATION": "gelu"}
-INFERENCE = {"XA_IN_LOOP": False, "HAS_BIAS": True, "STORE_XA": False, "STORE_PRE": False, "ACTIVATION": "none"}
+SIZES = {"M": "i32", "N": "i32", "K": "i32", "R": "i32", "scale": "fp32", "inv_scale": "fp32"}
+TILE = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}
+# inference at the headline: x A^T computed first, bias, no activation; training: the pre-activation stored
+INFERENCE = {"HAS_ADAPTER": True, "HAS_BIAS": True, "STORE_PRE": False, "ACTIVATION": "none"}
+TRAINING = {"HAS_ADAPTER": True, "HAS_BIAS": True, "STORE_PRE": True, "ACTIVATION": "gelu"}
+TMA_ONLY = ("the persistent kernel builds TMA tensor descriptors (sm_90); elsewhere lora_linear() takes "
+            "lora_blocked_kernel")
 
 
-def lora_pointers(dtype: str) -> dict[str, str]:
-    return {**{name: f"*{dtype}" for name in POINTERS}, **SIZES, **STRIDES}
+def persistent(dtype: str, *, w_kn=False, in_loop=False, subtiles=2, options=INFERENCE) -> Target:
+    """lora_persistent_kernel as notebook 14's pipelined configs run it (8 warps, flattened tile loop)."""
+    pointers = ("x_ptr", "w_ptr", "a_ptr", "xa_ptr", "up_ptr", "bias_ptr", "out_ptr", "pre_ptr")
+    strides = ("stride_xm", "stride_w", "stride_a", "stride_xam", "stride_upr", "stride_upn", "stride_bias")
+    signature = {**{p: f"*{dtype}" for p in pointers}, **SIZES, **{s: "i32" for s in strides}}
+    mode = {"SUBTILES": subtiles, "FLATTEN": True, "WARP_SPECIALIZE": False}
+    return Target(M, "lora_persistent_kernel", signature,
+                  {**TILE, "BLOCK_R": 16, **mode, "W_KN": w_kn, "XA_IN_LOOP": in_loop, "STORE_XA": in_loop,
+                   **options}, archs=("sm_90",), num_warps=8,
+                  num_stages=4 if subtiles == 2 else 3, why_not_all=TMA_ONLY)
 
 
-def tma_target(xa_in_loop: bool) -> Target:
-    """lora_linear_tma_kernel at the headline tile, bf16, with x A^T in the K loop or read in the epilogue."""
-    tiles = {"x_desc": (128, 64), "w_desc": (256, 64), "a_desc": (16, 64), "b_desc": (256, 16), "out_desc": (128, 256)}
-    signature = {name: f"tensordesc<bf16[{rows}, {cols}]>" for name, (rows, cols) in tiles.items()}
-    signature |= {"bias_ptr": "*bf16", "xa_ptr": "*bf16", "pre_ptr": "*bf16", **SIZES}
-    return Target(M, "lora_linear_tma_kernel", signature,
-                  {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "BLOCK_R": 16, "GROUP_M": 8, **INFERENCE,
-                   "XA_IN_LOOP": xa_in_loop}, archs=("sm_90",), num_warps=8,
-                  why_not_all="TMA needs sm_90; on sm_75/sm_80 lora_linear() takes the pointer kernel")
+def blocked(dtype: str, tile: dict, options: dict, **kw) -> Target:
+    pointers = ("x_ptr", "w_ptr", "xa_ptr", "up_ptr", "bias_ptr", "out_ptr", "pre_ptr")
+    strides = ("stride_xm", "stride_wn", "stride_xam", "stride_upr", "stride_upn", "stride_bias")
+    signature = {**{p: f"*{dtype}" for p in pointers}, **SIZES, **{s: "i32" for s in strides}}
+    # x row-major and W^T read from W's rows: the JIT turns these unit strides into constants
+    return Target(M, "lora_blocked_kernel", signature,
+                  {**tile, "stride_xk": 1, "stride_wk": 1, "BLOCK_R": 16, **options}, **kw)
 
 
 TARGETS = [
     Target(M, "add_mul_act_kernel", ELEMENTWISE, {"BLOCK": 1024, "ACTIVATION": "relu"}),
     Target(M, "add_mul_act_kernel", {**ELEMENTWISE, **HALF}, {"BLOCK": 2048, "ACTIVATION": "gelu"}),
-    # the pointer kernel with everything on (x A^T in the loop, stores for the backward pass, an activation),
-    # at the small tile the checks and the backward pass's small problems use
-    Target(M, "lora_linear_kernel", lora_pointers("fp16"),
-           {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "BLOCK_R": 16, "GROUP_M": 8, **UNIT_STRIDES, **TRAINING}),
-    Target(M, "lora_linear_kernel", lora_pointers("bf16"),
-           {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "BLOCK_R": 64, "GROUP_M": 8, **UNIT_STRIDES, **INFERENCE},
-           archs=("sm_80", "sm_90"), num_warps=8,
-           why_not_all="bf16 tensor cores start at sm_80: on a T4 (sm_75) use fp16"),
-    tma_target(xa_in_loop=True),  # the alternative: x A^T computed in the K loop
-    tma_target(xa_in_loop=False),  # lora_linear's default at the headline shape: x A^T first, read in the epilogue
+    persistent("bf16"),  # lora_linear's default at the headline shape
+    persistent("bf16", in_loop=True),  # the measured alternative: x A^T in the K loop
+    persistent("bf16", w_kn=True, options={**INFERENCE, "HAS_BIAS": False}),  # dx = g W + s (g B) A
+    persistent("fp16", subtiles=1, options=TRAINING),  # a training forward: pre-activation and GELU
+    # any GPU: the small tile of the checks (fp16 for the T4), and the big one (bf16 needs sm_80)
+    blocked("fp16", {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}, TRAINING),
+    blocked("bf16", TILE, {**INFERENCE, "ACTIVATION": "relu"}, archs=("sm_80", "sm_90"), num_warps=8, num_stages=3,
+            why_not_all="bf16 tensor cores start at sm_80: on a T4 (sm_75) use fp16"),
 ]
