@@ -20,10 +20,18 @@ another, so lost updates never show in the values). Each case has a deadline; C+
 isolate``) run each case in a forked child, so a crash is a failed case. A passing grading on a CPU then
 compiles every Triton kernel the learner launched for sm_80 and sm_90 (`kernel_inspect`, cached): what the
 interpreter accepts but Triton cannot compile fails there.
+
+On a GPU the kernels are compiled and run there, unwatched; a kernel the JIT cannot compile fails its case with
+the compiler's words. Where the learner's code launched Triton kernels, the grading then takes a second look in
+the interpreter (`_replay`: the same call on CPU copies of the inputs, every kernel interpreted, watched): at the
+smallest failing case, whose message becomes the read outside or the race the watch saw there, if any; and, when
+every case passed, at the first drawn case and the family cases ("programs" with the small block): a read outside
+or a race there fails the grading, as on a CPU. Replays never compare values (the GPU's were compared).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import faulthandler
 import hashlib
@@ -35,6 +43,7 @@ import pickle
 import re
 import select
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -69,6 +78,8 @@ FAMILIES = {
 }
 #: A case's deadline, in seconds (CPU, GPU: the first case of a GPU grading compiles its kernels).
 CASE_SECONDS = (10.0, 60.0)
+#: The deadline of a GPU grading's replay of a case in the interpreter (`_replay`), in seconds: past it, no verdict.
+REPLAY_SECONDS = 5.0
 #: The architectures a CPU grading compiles the learner's Triton kernels for (A100, H100).
 COMPILE_ARCHS = ("sm_80", "sm_90")
 _COMPILE_SIGNATURES = 1  # per kernel and grading: the first launch's (each costs a compilation per arch)
@@ -188,7 +199,8 @@ def guard(t: torch.Tensor, fill: float = math.nan, copy: bool = True, pad: int |
         raise ValueError(f"pad must be a whole number of elements >= 0 (or None), got {pad!r}")
     pad = pad or 4096 + 64 * max(t.stride(), default=0)  # room for a block, or 64 rows of a tile, past either end
     span = 1 + sum((s - 1) * d for s, d in zip(t.shape, t.stride())) if t.numel() else 0
-    buf = torch.full((span + 2 * pad,), fill, dtype=t.dtype, device=t.device)
+    pinned = HAS_CUDA and t.device.type == "cpu" and t.is_pinned()  # a pinned buffer stays pinned
+    buf = torch.full((span + 2 * pad,), fill, dtype=t.dtype, device=t.device, pin_memory=pinned)
     view = buf.as_strided(t.shape, t.stride(), pad)
     if copy:
         view.copy_(t)
@@ -363,7 +375,9 @@ class _Watch:
          ti.InterpretedFunction.run) = self._saved
 
     def read_outside(self) -> str:
-        for what, (before, after) in self.reads.items():
+        order = [what for _, what in self.guarded()]  # the inputs in the order of the arguments, then allocations
+        rank = lambda what: order.index(what) if what in order else len(order)  # noqa: E731
+        for what, (before, after) in sorted(self.reads.items(), key=lambda item: rank(item[0])):
             return (f"read outside {what}: {after} active lane(s) past its end, {before} before its start (a load "
                     "outside an input: a missing mask? a mask on the store only? an unmasked load of a scale?)")
         return ""
@@ -381,6 +395,173 @@ class _NoWatch:
 
     def read_outside(self) -> str:
         return ""
+
+
+# ---- a GPU grading's second look: cases replayed in the interpreter, watched -----------------------------------
+class _Launches:
+    """While a GPU grading runs its cases: how many compiled Triton kernels the learner's code launched (only
+    then does the grading replay cases in the interpreter)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __enter__(self) -> "_Launches":
+        from triton.runtime.jit import JITFunction
+
+        self._saved = run = JITFunction.run
+        launches = self
+
+        def counted(kernel, *args, grid, warmup, **kwargs):
+            launches.count += not warmup
+            return run(kernel, *args, grid=grid, warmup=warmup, **kwargs)
+
+        JITFunction.run = counted
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from triton.runtime.jit import JITFunction
+
+        JITFunction.run = self._saved
+
+
+class _Interpreted:
+    """While a GPU grading replays a case: every compiled Triton kernel launched (Autotuner and Heuristics end in
+    one) and every @triton.jit function a kernel calls runs in Triton's interpreter instead, on the replay's CPU
+    tensors, where `_Watch` sees its loads and stores."""
+
+    def __enter__(self) -> "_Interpreted":
+        from triton.runtime.interpreter import InterpretedFunction
+        from triton.runtime.jit import JITFunction
+
+        self._saved = (JITFunction.run, JITFunction.__call__)
+        twins: dict = {}
+
+        def twin(kernel):
+            if kernel.fn not in twins:
+                twins[kernel.fn] = InterpretedFunction(kernel.fn)
+            return twins[kernel.fn]
+
+        def run(kernel, *args, grid, warmup, **kwargs):
+            return twin(kernel).run(*args, grid=grid, warmup=warmup, **kwargs)
+
+        def call(kernel, *args, **kwargs):  # a @triton.jit function called inside a kernel
+            return twin(kernel)(*args, **kwargs)
+
+        self._language = _language_state()
+        JITFunction.run, JITFunction.__call__ = run, call
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from triton.runtime.jit import JITFunction
+
+        JITFunction.run, JITFunction.__call__ = self._saved
+        _restore_language(self._language)
+
+
+def _language_state() -> list:
+    """The attributes of Triton's language modules and of their classes. The interpreter replaces their builtins
+    while a kernel runs, and does not put back those it replaced for a @triton.jit function called inside a
+    kernel (tl.sum is one): compiled, later, with those in place, a GPU grading's next kernel would not compile."""
+    objs: dict = {}
+    for name, module in list(sys.modules.items()):
+        if module is not None and (name == "triton.language" or name.startswith("triton.language.")):
+            objs[id(module)] = module
+            for value in list(vars(module).values()):
+                if isinstance(value, type) and value.__module__ == name:
+                    objs[id(value)] = value
+    return [(obj, dict(vars(obj))) for obj in objs.values()]
+
+
+def _restore_language(state: list) -> None:
+    """Put back what `_language_state` saved: the values replaced, and, in classes, no attribute added (a module
+    keeps the names the interpreter adds to the globals of the @triton.jit functions it rewrites: they use them)."""
+    for obj, saved in state:
+        now = vars(obj)
+        for name in [k for k in now if k not in saved and isinstance(obj, type)]:
+            try:
+                delattr(obj, name)
+            except (AttributeError, TypeError):
+                pass
+        for name, value in saved.items():
+            if now.get(name, _restore_language) is not value:
+                try:
+                    setattr(obj, name, value)
+                except (AttributeError, TypeError):
+                    pass
+
+
+def _on_cpu(value: Any, copies: dict) -> Any:
+    """``value`` (a case's arguments) with its tensors copied to the CPU: same shapes, strides, guards (the buffer
+    of a guarded view is copied whole, once: ``copies``), and requires_grad."""
+    if isinstance(value, torch.Tensor):
+        guarded = getattr(value, "_course_guard", None)
+        if guarded is None:
+            out = value.detach().cpu()
+        else:
+            buf, pad, span, fill = guarded
+            key = (buf.untyped_storage().data_ptr(), buf.storage_offset())
+            if key not in copies:
+                copies[key] = buf.detach().cpu()
+            base = copies[key]
+            out = base.as_strided(value.shape, value.stride(), base.storage_offset() + value.storage_offset()
+                                  - buf.storage_offset())
+            out._course_guard = (base, pad, span, fill)
+        return out.requires_grad_() if value.requires_grad else out
+    if isinstance(value, (tuple, list)):
+        return type(value)(_on_cpu(v, copies) for v in value)
+    if isinstance(value, dict):
+        return {k: _on_cpu(v, copies) for k, v in value.items()}
+    return value
+
+
+def _replay(exercise: Exercise, fn: Callable[..., Any], case: Inputs, small_block: bool = False) -> str:
+    """A GPU grading's second look at ``case``: ``fn`` once more, on CPU copies of its inputs, its Triton kernels
+    in the interpreter, watched as on a CPU. '' or the read outside an input or the race that the watch saw: on
+    the GPU a load outside an input returns what lies there, which the result may never show, and lost updates
+    depend on timing. The replay's values are not compared (the GPU's were); what it raises is ignored."""
+    mode = _GuardAllocations()
+    try:
+        args = _on_cpu(case.make(), {})
+    except Exception:  # noqa: BLE001 - inputs that cannot live on the CPU: no second look
+        return ""
+    inputs = [(a, f"the input {n}") for a, n in zip(args, _arg_names(exercise) + [""] * len(args))
+              if hasattr(a, "_course_guard")]
+    watch = _Watch(lambda: inputs + mode.made)
+    kwargs = _block_kwargs(exercise, fn, small_block)
+
+    def call() -> None:
+        with mode, _Interpreted(), watch, np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fn(*args, **kwargs)
+
+    try:
+        _within(REPLAY_SECONDS, call)
+    except (Exception, _Timeout):  # noqa: BLE001 - the GPU run said what it raised; what the watch saw still counts
+        pass
+    return watch.read_outside() or watch.race
+
+
+def _compile_failure(err: BaseException) -> str:
+    """'' unless ``err`` is Triton's CompilationError, raised on a GPU; else what the CPU grading's compile check
+    says: the kernel (the JITFunction being launched), this GPU's architecture, and the compiler's error."""
+    try:
+        from triton.compiler.errors import CompilationError
+    except ImportError:
+        return ""
+    if not isinstance(err, CompilationError):
+        return ""
+    name, tb = "your kernel", err.__traceback__
+    while tb is not None:
+        kernel = tb.tb_frame.f_locals.get("self")
+        if tb.tb_frame.f_code.co_name == "run" and type(kernel).__name__ == "JITFunction":
+            name = getattr(kernel.fn, "__name__", name)
+        tb = tb.tb_next
+    try:
+        arch = "sm_{}{}".format(*torch.cuda.get_device_capability())
+    except Exception:  # noqa: BLE001
+        arch = "this GPU"
+    cause = f"\n{type(err.__cause__).__name__}: {err.__cause__}" if err.__cause__ is not None else ""
+    return f"Triton cannot compile {name} for {arch} (this GPU): {_first_error(f'{err}{cause}')[:300]}"
 
 
 def _damage(t: torch.Tensor, what: str) -> str:
@@ -529,7 +710,8 @@ def _check_here(exercise: Exercise, fn: Callable[..., Any], case: Inputs) -> str
     pick = exercise.output or (lambda args, returned: returned)
     args, got, mode = case.make(), None, _GuardAllocations()
     before = [_snapshot(a) for a in args]
-    kwargs = _block_kwargs(exercise, fn)
+    kwargs = _block_kwargs(exercise, fn, _RUN["small_block"] and not HAS_CUDA)
+    _RUN["watchable"] = False
     inputs = [(a, f"the input {n}") for a, n in zip(args, _arg_names(exercise) + [""] * len(args))
               if hasattr(a, "_course_guard")]
     watch = _Watch(lambda: inputs + mode.made) if INTERPRET and not HAS_CUDA else _NoWatch()
@@ -552,11 +734,12 @@ def _check_here(exercise: Exercise, fn: Callable[..., Any], case: Inputs) -> str
     if isinstance(expected, Exception) or got is not None:
         if isinstance(expected, Exception) and isinstance(got, type(expected)):
             return ""
-        did = f"raised {_line(got)}" if got else f"returned {_what(out)}"
+        did = ((HAS_CUDA and _compile_failure(got)) or f"raised {_line(got)}") if got else f"returned {_what(out)}"
         return f"should raise {_line(expected)}, but it {did}" if isinstance(expected, Exception) else did
     guarded = inputs + mode.made
     if why := next((d for d in (_damage(t, what) for t, what in guarded) if d), ""):
         return why
+    _RUN["watchable"] = True  # what follows ranks below a read outside and a race: a GPU grading replays for them
     if why := watch.read_outside() or watch.race or _invariants(exercise, args, out, before):
         return why
     if why := _differ(pick(args, out), expected, exercise.rtol, exercise.atol, exercise.returns):
@@ -565,13 +748,15 @@ def _check_here(exercise: Exercise, fn: Callable[..., Any], case: Inputs) -> str
 
 
 #: What `grade` tells `_check` about the case it runs: the launches seen (for the compile check), and whether
-#: the case is of the "programs" family (then ``fn`` gets the exercise's small ``block``, if it takes it).
-_RUN: dict = {"jobs": None, "small_block": False}
+#: the case is of the "programs" family (then ``fn`` gets the exercise's small ``block``, if it takes it); and
+#: what `_check` tells `grade`: whether its answer came after the place of the watch's (a read outside, a race).
+_RUN: dict = {"jobs": None, "small_block": False, "watchable": False}
 
 
-def _block_kwargs(exercise: Exercise, fn: Callable[..., Any]) -> dict:
-    """The small blocks of ``exercise.block`` that ``fn`` takes as keywords (a CPU grading, "programs" cases)."""
-    if HAS_CUDA or not exercise.block or not _RUN["small_block"]:
+def _block_kwargs(exercise: Exercise, fn: Callable[..., Any], small: bool) -> dict:
+    """The small blocks of ``exercise.block`` that ``fn`` takes as keywords, if ``small`` (a "programs" case of a
+    CPU grading, or of a GPU grading's replay in the interpreter)."""
+    if not small or not exercise.block:
         return {}
     try:
         params = inspect.signature(fn).parameters
@@ -588,11 +773,10 @@ class _Timeout(BaseException):
     pass
 
 
-def _in_process(exercise: Exercise, fn: Callable[..., Any], case: Inputs) -> str:
-    seconds = _deadline(exercise)
-    timed = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
-    if not timed:
-        return _check_here(exercise, fn, case)
+def _within(seconds: float, call: Callable[[], Any]) -> Any:
+    """``call()``, interrupted by `_Timeout` after ``seconds`` (in the main thread, where signals arrive)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        return call()
 
     def alarm(signum, frame):
         raise _Timeout()
@@ -600,12 +784,17 @@ def _in_process(exercise: Exercise, fn: Callable[..., Any], case: Inputs) -> str
     previous = signal.signal(signal.SIGALRM, alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        return _check_here(exercise, fn, case)
-    except _Timeout:
-        return "\0timeout"
+        return call()
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def _in_process(exercise: Exercise, fn: Callable[..., Any], case: Inputs) -> str:
+    try:
+        return _within(_deadline(exercise), lambda: _check_here(exercise, fn, case))
+    except _Timeout:
+        return "\0timeout"
 
 
 def _in_child(exercise: Exercise, fn: Callable[..., Any], case: Inputs) -> str:
@@ -705,6 +894,14 @@ def _pick_launches(launches: list) -> list:
     return chosen
 
 
+def _first_error(text: str) -> str:
+    """The line of a compiler's message that says what is wrong (the last error named, else a line with "rror")."""
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("^")]
+    errors_ = [line for line in lines if re.match(r"^[\w.]*(Error|Exception)\b", line)
+               and not re.match(r"^CompilationError: at \d+:\d+:?$", line)]
+    return errors_[-1] if errors_ else next((line for line in lines if "rror" in line), lines[0] if lines else text)
+
+
 def compile_check(launches: list, archs: Sequence[str] = COMPILE_ARCHS) -> str:
     """'' if every kernel of ``launches`` (kernel, signature, constexprs, options) compiles for `COMPILE_ARCHS`,
     else the first compiler error, in a line. Results are cached in CACHE_DIR by kernel source and signature."""
@@ -735,12 +932,7 @@ def compile_check(launches: list, archs: Sequence[str] = COMPILE_ARCHS) -> str:
     except Exception as err:  # noqa: BLE001 - the compiler's message is the answer
         text = str(err)
         which = next(((k, n, a) for k, n, a in keys if text.startswith(f"{n} for sm_{a[3:]}")), None)
-        detail = text.split(":", 1)[1] if ":" in text else text
-        lines = [line.strip() for line in detail.splitlines() if line.strip() and not line.strip().startswith("^")]
-        errors_ = [line for line in lines if re.match(r"^[\w.]*(Error|Exception)\b", line)
-                   and not re.match(r"^CompilationError: at \d+:\d+:?$", line)]
-        first = (errors_[-1] if errors_ else
-                 next((line for line in lines if "rror" in line), lines[0] if lines else text))
+        first = _first_error(text.split(":", 1)[1] if ":" in text else text)
         if "is not defined" in text:  # a global the compile worker's copy of the kernel lacks: the grader's gap
             return ""
         name, arch = (which[1], which[2]) if which else ("your kernel", "the GPU")
@@ -780,20 +972,27 @@ def grade(exercise: Exercise, fn: Callable[..., Any] | None, *, quiet: bool = Fa
             compiling["thread"] = threading.Thread(target=work, daemon=True)
             compiling["thread"].start()
 
+    replays = HAS_CUDA and not exercise.isolate  # a GPU grading's second look, if the learner launched kernels
+    launches, failing = _Launches(), {}
+
+    def tag(family: str) -> str:
+        return f" [{family}]" if family else ""
+
     def one(case: Inputs, family: str = "") -> None:
         cases.append(case)
-        _RUN.update(jobs=jobs, small_block=family == "programs")
+        _RUN.update(jobs=jobs, small_block=family == "programs", watchable=False)
         try:
             why = _check(exercise, fn, case)
+            failing.update(case=case, family=family, watchable=_RUN["watchable"])
         finally:
-            _RUN.update(jobs=None, small_block=False)
+            _RUN.update(jobs=None, small_block=False, watchable=False)
         if check_compiles:
             compile_in_background()
         if why == "\0timeout":
             raise _Stop(f"case {len(cases)} timed out after {_deadline(exercise):g} s ({case.about}): an endless "
                         "loop? a kernel launched over a huge grid?")
         if why:
-            raise _Failed(f"{case.about}{f' [{family}]' if family else ''}: {why}")
+            raise _Failed(f"{case.about}{tag(family)}: {why}")
 
     @settings(database=None, deadline=None, derandomize=True, max_examples=exercise.examples[HAS_CUDA],
               phases=(Phase.explicit, Phase.generate, Phase.shrink), report_multiple_bugs=False,
@@ -802,12 +1001,31 @@ def grade(exercise: Exercise, fn: Callable[..., Any] | None, *, quiet: bool = Fa
     def run(case: Inputs) -> None:
         one(case)
 
-    try:
-        if fn is not None:
+    def all_cases() -> None:
+        try:
             run()  # the drawn cases first: a failure among them is shrunk to the smallest
             for family, case in exercise.family_cases():
                 if not (HAS_CUDA and family == "programs"):  # GPU-sized cases already need many programs
                     one(case, family)
+        except _Failed as err:  # on a GPU, the last failing case is the smallest: what the watch sees there first
+            if (err.args and launches.count and failing["watchable"]
+                    and (why := _replay(exercise, fn, failing["case"], failing["family"] == "programs"))):
+                raise _Failed(f"{failing['case'].about}{tag(failing['family'])}: {why}") from None
+            raise
+        except errors.Flaky:  # on a GPU, results that change from run to run: a race? The last case run, watched
+            if (launches.count and failing
+                    and (why := _replay(exercise, fn, failing["case"], failing["family"] == "programs"))):
+                raise _Failed(f"{failing['case'].about}{tag(failing['family'])}: {why}") from None
+            raise
+        if launches.count:  # all passed on the GPU: what the watch sees in the first drawn case (hypothesis's
+            for family, case in [("", cases[0]), *exercise.family_cases()]:  # simplest) and the family cases
+                if why := _replay(exercise, fn, case, family == "programs"):
+                    raise _Failed(f"{case.about}{tag(family)}: {why}")
+
+    try:
+        if fn is not None:
+            with launches if replays else contextlib.nullcontext():
+                all_cases()
             if check_compiles and jobs:
                 if compiling["thread"] is not None:
                     compiling["thread"].join()

@@ -95,7 +95,7 @@ def _pair(m: int, n: int, k: int, dtype: torch.dtype = torch.float16) -> tuple[t
 
 
 def _cancelling(m: int, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """a = 64 everywhere, b = +64 in the first half of K, -64 in the second: each half sums to +-131072 (past
+    """a = 64 everywhere, b = +64 in the first half of K, -64 in the second: each half sums to +-524288 (past
     fp16's 65504), the whole to 0: exact in fp32, inf in an fp16 partial or accumulator."""
     a = torch.full((m, k), 64.0, dtype=torch.float16)
     b = torch.cat([torch.full((k // 2, n), 64.0), torch.full((k - k // 2, n), -64.0)]).to(torch.float16)
@@ -113,8 +113,8 @@ SPLIT_K = Exercise(
     families={"programs": lambda: [case(f"{described('a', a)}, {described('b', b)}, splits=3 (3 tiles each way)",
                                         values(a), values(b), 3) for a, b in [_pair(97, 99, 67)]],
               "limits": lambda: [case(f"{described('a', a)}, {described('b', b)}, splits=2: partial sums of "
-                                      "+-131072 (past fp16's 65504) that cancel", values(a), values(b), 2)
-                                 for a, b in [_cancelling(5, 3, 64)]]})
+                                      "+-524288 (past fp16's 65504) that cancel", values(a), values(b), 2)
+                                 for a, b in [_cancelling(5, 3, 256)]]})
 
 # layouts of (a, b, bias), as for split-K, the bias contiguous or every 2nd element
 LINEAR_CONFIGS = pairwise(ACTIVATIONS, (("contiguous", "contiguous", "contiguous"),
@@ -146,6 +146,6 @@ LINEAR = Exercise(
                                         values(randn(99, dtype=torch.float16)), "leaky_relu")
                                    for a, b in [_pair(97, 99, 33)]],
               "limits": lambda: [case(f"{described('a', a)}, {described('b', b)}, bias: float16 (3,), "
-                                      "activation='': sums of +-131072 (past fp16's 65504) that cancel", values(a),
+                                      "activation='': sums of +-524288 (past fp16's 65504) that cancel", values(a),
                                       values(b), values(randn(3, dtype=torch.float16)), "")
-                                 for a, b in [_cancelling(5, 3, 64)]]})
+                                 for a, b in [_cancelling(5, 3, 256)]]})

@@ -4,9 +4,13 @@ GPU compile check, crashes and deadlines, and the words of its messages, on smal
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -79,7 +83,10 @@ def test_programs_family_passes_the_small_block_to_a_function_that_takes_it():
 
     exercise = _exercise(block={"block": 16}, families={"programs": lambda: [case("x (block=16)", values(randn(40)))]})
     assert grade(exercise, double, quiet=True).passed
-    assert seen[-1] == (1024 if cu.HAS_CUDA else 16) and set(seen[:-1]) == {1024}
+    if cu.HAS_CUDA:  # the family runs on a CPU only (GPU-sized drawn cases need many programs): the drawn case
+        assert seen == [1024]
+    else:
+        assert seen[-1] == 16 and set(seen[:-1]) == {1024}
 
 
 # ---- invariants ----------------------------------------------------------------------------------------------
@@ -207,6 +214,132 @@ def test_a_kernel_the_compiler_refuses_fails_with_its_message():
     start = time.perf_counter()
     assert grade(_exercise(reference=lambda x: 2 * x), four_times, quiet=True).message == report.message
     assert time.perf_counter() - start < 2, "the compile check's result is cached"
+
+
+# ---- a GPU grading's replay in the interpreter ----------------------------------------------------------------------
+@triton.jit
+def _shifted_copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs + 1, mask=offs < n)  # one element on: the last active lane reads past x
+    tl.store(out_ptr + offs, 2 * x, mask=offs < n)
+
+
+@triton.jit
+def _max_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, ATOMIC: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = tl.max(tl.load(x_ptr + offs, mask=offs < n, other=-float("inf")), axis=0)  # tl.max: a @triton.jit function
+    if ATOMIC:
+        tl.atomic_max(out_ptr, m)
+    else:
+        tl.store(out_ptr, tl.maximum(tl.load(out_ptr), m))
+
+
+#: Run in a fresh process with TRITON_INTERPRET=0, so that the kernels above are compiled-kind JITFunctions, as on
+#: a GPU; the grader takes its CUDA path (grading.HAS_CUDA: no watch, no compile check, replays) on CPU tensors;
+#: the "GPU" runs each launch in the interpreter, unwatched (values as a GPU's), after compiling the one kernel
+#: whose compilation this test needs to fail (Triton's front end refuses it, as a GPU's JIT would).
+_AS_ON_A_GPU = r"""
+import json, sys
+import torch, triton
+from hypothesis import strategies as st
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.runtime.interpreter import InterpretedFunction
+from triton.runtime.jit import JITFunction
+from course_utils import grading
+from exercises import case, randn, values
+import test_grading as t
+
+assert type(t._sum_kernel).__name__ == "JITFunction" and not grading.INTERPRET
+twins, call = {}, JITFunction.__call__
+
+
+def twin(kernel):
+    if kernel.fn not in twins:
+        twins[kernel.fn] = InterpretedFunction(kernel.fn)
+    return twins[kernel.fn]
+
+
+def run(self, *args, grid, warmup, **kwargs):  # the GPU's JIT: compile (that one kernel), launch
+    if self.fn is t._loop_dtype_kernel.fn:
+        signature = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+        JITFunction.__call__, jitted = call, JITFunction.__call__
+        try:
+            triton.compile(ASTSource(self, signature, constexprs={"BLOCK": kwargs["BLOCK"]}),
+                           target=GPUTarget("cuda", 90, 32))
+        finally:
+            JITFunction.__call__ = jitted
+    language = grading._language_state()  # what the interpreter changes there, as the replay puts it back
+    try:
+        return twin(self).run(*args, grid=grid, warmup=warmup, **kwargs)
+    finally:
+        grading._restore_language(language)
+
+
+JITFunction.run, JITFunction.__call__ = run, lambda self, *args, **kwargs: twin(self)(*args, **kwargs)
+torch.cuda.synchronize = lambda *args, **kwargs: None
+torch.cuda.get_device_capability = lambda *args, **kwargs: (9, 0)
+grading.HAS_CUDA = True
+
+
+def launching(kernel, **constexprs):
+    def fn(x, block=1024):
+        out = torch.empty_like(x)
+        kernel[(triton.cdiv(x.numel(), 16),)](x, out, x.numel(), BLOCK=16, **constexprs)
+        return out
+    return fn
+
+
+def reduce(kernel, start, atomic):
+    def fn(x, block=1024):
+        out = torch.full((), start, dtype=torch.float32)
+        kernel[(triton.cdiv(x.numel(), block),)](x, out, x.numel(), BLOCK=block, ATOMIC=atomic)
+        return out
+    return fn
+
+
+calls = []
+programs = {"programs": lambda: [case("x: float32 (100,) (block=16)", values(randn(100)))]}
+total = t._exercise(reference=lambda x: x.double().sum().float(), rtol=1e-5, atol=1e-5, block={"block": 16},
+                    families=programs)
+largest = t._exercise(reference=lambda x: x.max(), block={"block": 16}, families=programs)
+gradings = {"read outside, right values": (t._exercise(), launching(t._copy_unmasked_load_kernel)),
+            "read outside, wrong values": (t._exercise(), launching(t._shifted_copy_kernel)),
+            "race, right values": (total, reduce(t._sum_kernel, 0.0, False)),
+            "atomics": (total, reduce(t._sum_kernel, 0.0, True)),
+            "race in a max": (largest, reduce(t._max_kernel, -float("inf"), False)),
+            "atomic max": (largest, reduce(t._max_kernel, -float("inf"), True)),
+            "no kernel": (t._exercise(), lambda x: calls.append(x) or 2 * x),
+            "compile error": (t._exercise(reference=lambda x: 2 * x), launching(t._loop_dtype_kernel))}
+reports = {name: str(grading.grade(exercise, fn, quiet=True)) for name, (exercise, fn) in gradings.items()}
+print(json.dumps({**reports, "calls without a kernel": len(calls)}))
+"""
+
+
+@interpreter_only
+def test_a_gpu_grading_replays_cases_in_the_interpreter_for_reads_outside_and_races():
+    """On a GPU there is no watch: the grader replays the smallest failing case (else the first drawn case and the
+    family cases, with the small block) in the interpreter, on CPU copies, and reports what the watch sees there,
+    as a CPU grading would. Here a CPU plays the GPU (see `_AS_ON_A_GPU`)."""
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")])}
+    run = subprocess.run([sys.executable, "-c", _AS_ON_A_GPU], cwd=root, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    reports = json.loads(run.stdout.splitlines()[-1])
+    assert "FAILED. The smallest failing case: x: float32 (37,): read outside the input x: 11 active lane(s) past " \
+           "its end" in reports["read outside, right values"], reports  # the GPU's values were right
+    assert "x: float32 (37,): read outside the input x: 1 active lane(s) past its end" in \
+           reports["read outside, wrong values"], reports  # the GPU's wrong values: the watch's words first
+    assert "x: float32 (100,) (block=16) [programs]: a race in _sum_kernel: programs (0,) and (1,)" in \
+           reports["race, right values"], reports  # one program in the drawn case: the family's small block
+    assert reports["atomics"].endswith("passed (1 cases)"), reports  # (the programs family: replayed only)
+    assert "[programs]: a race in _max_kernel" in reports["race in a max"], reports  # its 2nd replay: tl.max
+    assert reports["atomic max"].endswith("passed (1 cases)"), reports  # still runs in the interpreter
+    assert reports["no kernel"].endswith("passed (1 cases)") and reports["calls without a kernel"] == 1, reports
+    assert "x: float32 (37,): Triton cannot compile _loop_dtype_kernel for sm_90 (this GPU): AssertionError(" \
+           "\"Loop-carried variable acc has initial type int32" in reports["compile error"], reports  # (the
+    # replays before it left Triton's language modules as they were: else the compiler fails otherwise)
 
 
 # ---- crashes and deadlines ---------------------------------------------------------------------------------------

@@ -128,7 +128,7 @@ def count_uniform_predicates_kept(sass, opcode):
 
 
 WRONG += [
-    (ex.WIDEST_LOAD, "max() of no loads", widest_no_default, ["raised ValueError", "max() arg is an empty sequence"]),
+    (ex.WIDEST_LOAD, "max() of no loads", widest_no_default, ["raised ValueError", "max()", "empty"]),
     (ex.WIDEST_LOAD, ".v4 only right after ld.global", widest_vector_right_after, ["returned", "expected"]),
     (ex.LOAD_BYTES, "None without loads", bytes_none_when_empty, ["returned None, expected 0"]),
     (ex.LOAD_BYTES, "bits, not bytes", bytes_in_bits, ["returned", "expected"]),
