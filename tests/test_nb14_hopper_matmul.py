@@ -137,3 +137,45 @@ def test_kernels_on_hopper():
     c = skinny(x, w, 4, counters, block_n=64, block_k=256, stages=4)
     torch.testing.assert_close(c.float(), x.float() @ w.float().t(), rtol=1e-2, atol=5e-2)
     assert int(counters.abs().sum()) == 0
+
+
+@pytest.mark.gpu
+def test_wrappers_refuse_bad_input_and_stay_right_on_hopper():
+    """What the interpreter cannot show: TMA on a view that is not row-major, or starts off a 16-byte boundary,
+    would read the wrong bytes (or fault) on a GPU; the wrappers refuse it or copy it first."""
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("TMA descriptors and fp8 tensor cores need a Hopper GPU")
+    from lessons import nb14_hopper_matmul as L14
+
+    assert L14.scratch_for_descriptors(1000, 128, None).data_ptr() % 128 == 0
+    a, w = _operands(100, 128, 256, torch.float32, seed=4)
+    (a_q, sa), (w_q, sw) = L14.quantize_fp8(a / 4, True), L14.quantize_fp8(w / 4, True)
+    expected = L14.dequantized_reference(a_q, w_q, sa, sw).float()
+    flat = torch.empty(a_q.numel() + 1, dtype=FP8, device="cuda")
+    flat[1:].copy_(a_q.reshape(-1))
+    for view in (a_q.t().contiguous().t(), flat[1:].view(100, 256)):  # column-major; row-major but 1 byte off
+        torch.testing.assert_close(L14.matmul_fp8(view, w_q, sa, sw).float(), expected, rtol=1e-2, atol=1e-2)
+    c, cfg8 = torch.empty(100, 128, dtype=torch.bfloat16, device="cuda"), L14.tile_config(*L14.GPU_FP8_TILES[0])
+    with pytest.raises(ValueError, match="a_q must be contiguous"):  # refused before any launch
+        L14.launch_fp8(flat[1:].view(100, 256), w_q, sa, sw, c, cfg8, True)
+    with pytest.raises(ValueError, match="rowwise must be True"):  # False would read one scale per tensor
+        L14.launch_fp8(a_q, w_q, sa, sw, c, cfg8, False)
+
+    a16, w16 = _operands(64, 136, 128, torch.float16, seed=5)
+    shifted = torch.empty(a16.numel() + 1, dtype=torch.float16, device="cuda")[1:].view(64, 128).copy_(a16)
+    c16 = torch.empty(64, 136, dtype=torch.float16, device="cuda")
+    cfg = L14.tile_config(*L14.GPU_TILES[0])
+    for bad in (a16.t().contiguous().t(), shifted):
+        with pytest.raises(ValueError, match="a must be contiguous"):
+            L14.launch_persistent(bad, w16, c16, cfg)
+        torch.testing.assert_close(L14.matmul_persistent(bad, w16).float(), a16.float() @ w16.float().t(),
+                                   rtol=1e-2, atol=5e-2)  # notebook 07's pointer kernel reads it
+    assert not L14.matmul_persistent(a16[:, :0], w16[:, :0]).any()  # K = 0: zeros, no empty descriptor
+    with pytest.raises(ValueError, match="a requires grad"):
+        L14.matmul_persistent(a16.clone().requires_grad_(), w16)
+    with pytest.raises(ValueError, match="w requires grad"):
+        L14.skinny_matmul(a16[:4], w16.clone().requires_grad_())
+    assert not L14.skinny_matmul(a16[:4, :0], w16[:, :0]).any()
+    assert L14.linear(a16[:0, :0], w16[:0, :0]).shape == (0, 0)
+    torch.testing.assert_close(L14.linear(a16[:4], w16).float(), a16[:4].float() @ w16.float().t(),
+                               rtol=1e-2, atol=5e-2)
