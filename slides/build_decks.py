@@ -9,17 +9,20 @@ expressions. Each ``---`` line starts a slide; a ``Note:`` line starts its speak
 
 1. renders the Jinja2 expressions. They are the only way a measured figure, a plot or a kernel gets
    onto a slide: ``H(what)`` quotes a headline of ``results/<GPU>/<notebook>.json``, ``R(**where)``
-   a row of its sweep, ``plot(cell text)`` the PNG a notebook cell committed, ``code(path, name)`` a
-   function of ``lessons/``, ``cell_code(cell text, start)`` a kernel written in a notebook cell;
+   a row of its sweep, ``sweep(...)`` and ``bars(...)`` draw a chart of them (slides/figures.py),
+   ``table(...)`` sets them in a table, ``diagram(name)`` draws a mechanism (slides/diagrams.py),
+   ``code(path, name)`` shows an excerpt of a function of ``lessons/``, ``cell_code(cell text, start)``
+   one of a kernel written in a notebook cell, ``output(cell text)`` a cell's printed output;
 2. turns the slides into a notebook whose cells carry Jupyter's slide metadata
    (``slideshow.slide_type``: ``slide`` / ``notes``), the format that JupyterLab, RISE and nbconvert
    share, written to ``.cache/slides/ipynb/`` (present it live with RISE if you like);
 3. exports it with nbconvert's reveal.js exporter through ``slides/templates/course_reveal``, which
-   writes reveal.js, its speaker-notes plugin, the theme and the fonts into the page (from the pinned
-   ``sphinx-revealjs`` wheel, which bundles reveal.js), so a deck needs no network when shown;
+   writes reveal.js, its speaker-notes plugin, the theme and the text and code fonts into the page
+   (from the pinned ``sphinx-revealjs`` wheel, which bundles reveal.js, and matplotlib's DejaVu Sans
+   Mono), so a deck needs no network when shown;
 4. checks the result (`check_deck`): slide count, title / question / what-to-try / summary slides,
-   every image a PNG that equals the notebook's committed output, and every number with a unit on a
-   slide or in its notes a tagged figure that equals its value in ``results/``.
+   every image a chart that equals what its spec draws from ``results/``, the word budgets, and every
+   number with a unit on a slide or in its notes a tagged figure that equals its value in ``results/``.
 
 Nothing here needs a GPU or the network.
 """
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import ast
 import base64
+import functools
 import html
 import json
 import math
@@ -38,7 +42,7 @@ import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
@@ -59,7 +63,7 @@ MIN_SLIDES, MAX_SLIDES = 10, 25
 #: Slide kinds a deck marks with ``<!-- kind: NAME -->``; the first four are required in every deck.
 REQUIRED_KINDS = ("title", "question", "try", "summary")
 KINDS = REQUIRED_KINDS + ("owed",)
-MAX_CODE_LINES = 24  # a kernel on a slide must fit on the slide
+MAX_CODE_LINES = 17  # an excerpt on a slide: the lines that matter, at CODE_PX
 
 #: Units that make a number a measured figure: such a number must come from results/ through a tag.
 FIGURE_UNITS = (r"TFLOP/s|GFLOP/s|PFLOP/s|TB/s|GB/s|MB/s|GiB/s|MiB/s|steps/s|M boxes/s|boxes/s|images/s|"
@@ -135,12 +139,6 @@ class Notebook:
                             "one (quote more of its source, or use 'id:<cell id>')")
         return found[0]
 
-    def images(self, match: str) -> tuple[dict, list[str]]:
-        index, cell = self.code_cell(match)
-        pngs = [_text(o["data"]["image/png"]).replace("\n", "") for o in cell.get("outputs", [])
-                if "image/png" in o.get("data", {})]
-        return cell, pngs
-
     def text_output(self, match: str) -> tuple[dict, str]:
         index, cell = self.code_cell(match)
         parts = []
@@ -152,17 +150,13 @@ class Notebook:
         return cell, "".join(parts)
 
 
-#: (width, height) in slide pixels that a plot is scaled to fit: plot(..., size="half") in a column.
-PLOT_BOXES = {"": (1180, 490), "tall": (1180, 530), "short": (1180, 380), "half": (580, 470),
-              "half-short": (580, 370)}
-MAX_UPSCALE = 1.5  # matplotlib's PNGs are ~100 dpi: enlarge them for a hall, but not until they blur
-
-
-def png_size(data: str) -> tuple[int, int]:
-    header = base64.b64decode(data[:48])
-    if not header.startswith(b"\x89PNG\r\n\x1a\n"):
-        raise DeckError("an image output that is not a PNG")
-    return int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")
+#: Code and printed output are set at CODE_PX (slide pixels at 1280x720): an excerpt must fit at that size.
+CODE_PX = 20
+MAX_CODE_COLS = 104
+#: A table on a slide: at most this many rows of figures.
+MAX_TABLE_ROWS = 6
+#: Words a slide may carry (its speaker notes carry the rest); the title slide is not counted.
+MAX_WORDS, MAX_WORDS_SUMMARY = 60, 80
 
 
 def notebooks() -> list[Path]:
@@ -194,6 +188,13 @@ class Results:
                                 f"notebook {notebook} has no saved results on the reference GPU to quote")
             self._cache[notebook] = load_results(path)
         return self._cache[notebook]
+
+    def records(self, notebook: str) -> list[dict]:
+        """The rows of a notebook's saved sweep, as dicts (made once)."""
+        key = ("records", notebook)
+        if key not in self._cache:
+            self._cache[key] = self.get(notebook).frame.to_dict("records")
+        return self._cache[key]
 
 
 def format_quantity(value: float, unit: str) -> str:
@@ -252,8 +253,7 @@ def resolve(spec: dict, results: Results) -> tuple[float, str]:
             return headline.ratio, "x"
         raise DeckError(f"unknown headline field {spec['field']!r}")
     if kind == "record":
-        saved = results.get(spec["nb"])
-        rows = [r for r in saved.frame.to_dict("records")
+        rows = [r for r in results.records(spec["nb"])
                 if all(_same(r.get(k), v) for k, v in spec["where"].items())]
         if len(rows) != 1:
             raise DeckError(f"{len(rows)} rows of {spec['nb']}'s results match {spec['where']}; a slide quotes one")
@@ -269,13 +269,34 @@ def resolve(spec: dict, results: Results) -> tuple[float, str]:
     raise DeckError(f"unknown figure tag {spec!r}")
 
 
+def figure_text(spec: dict, value: float, unit: str) -> str:
+    """How a tagged figure reads: with its unit, or bare (``"bare": true``, in a column whose header
+    carries the unit)."""
+    if spec.get("bare"):
+        from course_utils.results import format_figure
+
+        return format_figure(value)
+    return format_quantity(value, unit)
+
+
 class Fig:
     """A quoted figure: renders as ``<span class="fig" data-result='{tag}'>45.7 TFLOP/s</span>``."""
 
     def __init__(self, spec: dict, results: Results):
-        self.spec = spec
+        self.spec, self._results = spec, results
         self.value, self.unit = resolve(spec, results)
-        self.text = format_quantity(self.value, self.unit)
+        self.text = figure_text(spec, self.value, self.unit)
+
+    @property
+    def nb(self) -> str:
+        spec = self.spec
+        while "nb" not in spec:
+            spec = spec["num"]
+        return spec["nb"]
+
+    def bare(self) -> "Fig":
+        """The same figure without its unit (for a table column whose header names it)."""
+        return Fig(dict(self.spec, bare=True), self._results)
 
     def __str__(self) -> str:
         tag = html.escape(json.dumps(self.spec, sort_keys=True), quote=True)
@@ -319,42 +340,153 @@ class RecordRef:
     __call__ = fig
 
 
+def _as_fig(value: Any) -> Fig:
+    if isinstance(value, HeadlineRef):
+        return value.value
+    if isinstance(value, Fig):
+        return value
+    raise DeckError(f"{value!r} is not a quoted figure: use H(...) or R(...).fig(...)")
+
+
+def _inline(text: str) -> str:
+    """A table cell or caption: escaped, with `code` marks."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+# --------------------------------------------------------------------------------------------------
+# Charts and diagrams, drawn for slides by slides/figures.py and slides/diagrams.py
+
+
+def _series_data(spec: dict, results: Results) -> dict[str, list[tuple[float, float]]]:
+    rows = [r for r in results.records(spec["nb"]) if all(_same(r.get(k), v) for k, v in spec["where"].items())]
+    names = spec["include"] or list(dict.fromkeys(r[spec["series"]] for r in rows))
+    out = {}
+    for name in names:
+        points = [(float(r[spec["x"]]), float(r[spec["y"]])) for r in rows if r.get(spec["series"]) == name
+                  and isinstance(r.get(spec["y"]), (int, float)) and not math.isnan(r[spec["y"]])]
+        if not points:
+            raise DeckError(f"{spec['nb']}: no rows of {spec['series']}={name!r} with a {spec['y']!r} "
+                            f"(where {spec['where']})")
+        out[str(name)] = points
+    return out
+
+
+def draw_chart(spec: dict, results: Results):
+    """Draw (or take from the cache) the chart or diagram ``spec`` describes, from ``results``."""
+    import figures
+
+    kind = spec.get("kind")
+    try:
+        if kind == "diagram":
+            import diagrams
+
+            return figures.cached(spec, diagrams.DIAGRAMS[spec["name"]])
+        reference = None
+        if spec.get("reference"):
+            reference = (spec["reference"][0], resolve(spec["reference"][1], results)[0])
+        if kind == "bars":
+            items = [(label, resolve(fig, results)[0]) for label, fig in spec["items"]]
+            return figures.cached({"spec": spec, "data": items, "reference": reference}, lambda: figures.bar_chart(
+                items, spec["unit"], ours=spec["ours"], size=spec["size"], reference=reference,
+                xlabel=spec.get("xlabel")))
+        if kind == "sweep":
+            data = _series_data(spec, results)
+            return figures.cached({"spec": spec, "data": data, "reference": reference}, lambda: figures.line_chart(
+                data, spec["xlabel"], spec["ylabel"], ours=spec["ours"], size=spec["size"], logx=spec["logx"],
+                reference=reference, count_ticks=spec.get("count_ticks", True)))
+    except figures.LayoutError as err:
+        raise DeckError(f"the chart {spec.get('name') or spec.get('kind')} does not lay out: {err}") from None
+    raise DeckError(f"unknown chart {spec!r}")
+
+
+def chart_html(spec: dict, rendered, caption: str, size: str) -> str:
+    data = base64.b64encode(rendered.svg.encode("utf-8")).decode("ascii")
+    tag = html.escape(json.dumps(spec, sort_keys=True), quote=True)
+    kind = "diagram" if spec.get("kind") == "diagram" else "plot"
+    return (f'\n<figure class="{kind} chart {size}"><img src="data:image/svg+xml;base64,{data}" '
+            f'width="{rendered.width}" height="{rendered.height}" alt="{html.escape(caption)}" '
+            f'data-chart="{tag}" data-min-font="{rendered.min_font:g}" data-native-width="{rendered.width}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>\n")
+
+
 # --------------------------------------------------------------------------------------------------
 # Code excerpts: functions of lessons/, kernels written in notebook cells
 
 
-def text_size(lines: list[str]) -> str:
-    """A font-size class for code or printed output: as large as its longest line and its height allow."""
-    width, height = max((len(line) for line in lines), default=0), len(lines)
-    for name, max_width, max_height in (("size-l", 96, 16), ("size-m", 110, 20), ("size-s", 132, 24)):
-        if width <= max_width and height <= max_height:
-            return name
-    return "size-xs"
-
-
-def _fenced(code: str, lang: str, path_note: str) -> str:
-    """A code excerpt, fenced for Pygments, in a div that says where it comes from (extracted code is
-    verbatim, so the figure check leaves it alone; code typed into a deck is checked like prose)."""
-    lines = code.rstrip().splitlines()
+def fits_on_a_slide(lines: list[str], what: str) -> None:
+    """Code or printed output is set at CODE_PX: at most MAX_CODE_LINES lines of MAX_CODE_COLS."""
     if len(lines) > MAX_CODE_LINES:
-        raise DeckError(f"{path_note}: {len(lines)} lines do not fit on a slide (at most {MAX_CODE_LINES}); "
-                        "pick a shorter excerpt (skip=..., or end=...)")
-    return (f'<div class="code {text_size(lines)}" data-origin="{html.escape(path_note, quote=True)}">\n\n'
-            f"```{lang}\n" + "\n".join(lines) + "\n```\n\n</div>")
+        raise DeckError(f"{what}: {len(lines)} lines do not fit on a slide at {CODE_PX} px (at most "
+                        f"{MAX_CODE_LINES}); show the lines that matter (start=, end=, skip=[...])")
+    wide = [line for line in lines if len(line) > MAX_CODE_COLS]
+    if wide:
+        raise DeckError(f"{what}: a line of {len(wide[0])} characters does not fit on a slide at {CODE_PX} px "
+                        f"(at most {MAX_CODE_COLS}): {wide[0].strip()[:60]!r}...")
+
+
+_LEXERS = {"python": "python", "cuda": "cuda", "c": "c", "cpp": "cpp", "c++": "cpp", "text": "text"}
+
+
+@functools.lru_cache(maxsize=None)
+def _lexer(name: str):
+    from pygments.lexers import get_lexer_by_name
+
+    return get_lexer_by_name(name)
+
+
+def highlight_code(code: str, lang: str, key_lines: Iterable[str] = ()) -> str:
+    """Pygments HTML of ``code``, one ``<span class="line">`` a line; lines containing one of
+    ``key_lines`` get the class ``hl`` (drawn highlighted)."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+
+    lines = code.split("\n")
+    marked = set()
+    for pattern in key_lines:
+        hits = {i for i, line in enumerate(lines) if pattern in line}
+        if not hits:
+            raise DeckError(f"hl={pattern!r} matches no line of the excerpt")
+        marked |= hits
+    body = highlight(code, _lexer(_LEXERS.get(lang, lang)), HtmlFormatter(nowrap=True))
+    out = body.rstrip("\n").split("\n")
+    if len(out) != len(lines):  # Pygments keeps lines as they are; if not, show the code plainly
+        out = [html.escape(line) for line in lines]
+    return "\n".join(f'<span class="line{" hl" if i in marked else ""}">{text}</span>'
+                      for i, text in enumerate(out))
+
+
+def _fenced(code: str, lang: str, path_note: str, key_lines: Iterable[str] = ()) -> str:
+    """A code excerpt as highlighted HTML in a ``<pre class="code">`` that says where it comes from
+    (extracted code is verbatim, so the figure check leaves it alone; code typed into a deck is checked
+    like prose). It starts a line with ``<pre``, so Markdown passes it through, blank lines and all."""
+    lines = code.rstrip().splitlines()
+    fits_on_a_slide(lines, path_note)
+    return (f'\n<pre class="code" data-lang="{lang}" data-origin="{html.escape(path_note, quote=True)}"><code>'
+            + highlight_code("\n".join(lines), lang, key_lines) + "</code></pre>\n")
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(path: Path, mtime_ns: int) -> tuple[str, dict[str, list]]:
+    """A Python file's text and its functions and classes by name (parsed once per version of the file)."""
+    text = path.read_text(encoding="utf-8")
+    by_name: dict[str, list] = {}
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            by_name.setdefault(node.name, []).append(node)
+    return text, by_name
 
 
 def python_function(path: Path, name: str, strip_docstring: bool = True) -> str:
     """The source of function or class ``name`` (``Class.method`` for a method) of a Python file,
     decorators included; a name defined twice must be qualified."""
-    text = path.read_text(encoding="utf-8")
+    text, defs_by_name = _parsed(path, path.stat().st_mtime_ns)
     defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     scope, _, name = name.rpartition(".")
-    tree = ast.parse(text)
     if scope:
-        owners = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == scope]
+        owners = [n for n in defs_by_name.get(scope, []) if isinstance(n, ast.ClassDef)]
         nodes = [n for owner in owners for n in owner.body if isinstance(n, defs) and n.name == name]
     else:
-        nodes = [n for n in ast.walk(tree) if isinstance(n, defs) and n.name == name]
+        nodes = defs_by_name.get(name, [])
     if len(nodes) > 1:
         raise DeckError(f"{path.relative_to(ROOT)} defines {name!r} {len(nodes)} times: write Class.{name}")
     if not nodes:
@@ -430,6 +562,37 @@ def block_from(source: str, start: str, lang: str, end: str | None = None) -> st
         out.append(line)
     while out and not out[-1].strip():
         out.pop()
+    return "\n".join(out)
+
+
+def strip_comments(code: str, lang: str) -> str:
+    """The code without its comments (a slide shows the code; the notes say what the comments said):
+    a line that was only a comment goes, a trailing comment is cut off."""
+    out = []
+    if lang == "python":
+        import io
+        import tokenize
+
+        try:
+            comments = {(t.start[0], t.start[1]) for t in tokenize.generate_tokens(io.StringIO(code).readline)
+                        if t.type == tokenize.COMMENT}
+        except (tokenize.TokenError, IndentationError, SyntaxError):
+            return code
+        for number, line in enumerate(code.splitlines(), 1):
+            cut = [col for (row, col) in comments if row == number]
+            if cut:
+                line = line[:cut[0]].rstrip()
+                if not line.strip():
+                    continue
+            out.append(line)
+        return "\n".join(out)
+    for line in code.splitlines():
+        found = re.search(r"\s*//.*$", line)
+        if found and line.count('"', 0, found.start()) % 2 == 0:
+            line = line[:found.start()]
+            if not line.strip():
+                continue
+        out.append(line)
     return "\n".join(out)
 
 
@@ -521,30 +684,92 @@ class DeckContext:
     def share(self, part: Fig, whole: Fig) -> Fig:
         return Fig({"kind": "share", "num": part.spec, "den": whole.spec}, self.results)
 
-    # plots and outputs --------------------------------------------------------------------------
-    def plot(self, match: str, index: int = 0, caption: str = "", size: str = "", nb: str | None = None) -> str:
+    # charts, diagrams, tables and printed output -----------------------------------------------
+    def _chart(self, spec: dict, caption: str, size: str) -> str:
+        rendered = draw_chart(spec, self.results)
+        if spec.get("nb"):
+            source = f"drawn from results/{REFERENCE_DEVICE}/{spec['nb']}.json"
+            caption = f"{caption} · {source}" if caption else source
+        return chart_html(spec, rendered, caption, size)
+
+    def bars(self, items: Iterable[tuple[str, Any]], ours: Iterable[str] = (), caption: str = "",
+             size: str = "", reference: tuple[str, Any] | None = None, xlabel: str | None = None) -> str:
+        """A bar chart of quoted figures: ``[(label, H(...) or R(...).fig(...)), ...]``; ``ours`` the labels
+        of the lecture's own kernels; ``reference`` a (label, figure) drawn as a dashed line."""
+        items = [(str(label), _as_fig(value)) for label, value in items]
+        units = {fig.unit for _, fig in items}
+        if len(units) != 1:
+            raise DeckError(f"bars(...) of figures in {len(units)} units {sorted(units)}: one chart, one unit")
+        spec = {"kind": "bars", "nb": items[0][1].nb, "unit": units.pop(), "ours": sorted(set(ours)),
+                "items": [[label, fig.spec] for label, fig in items], "size": size, "xlabel": xlabel}
+        if reference is not None:
+            spec["reference"] = [str(reference[0]), _as_fig(reference[1]).spec]
+        missing = set(ours) - {label for label, _ in items}
+        if missing:
+            raise DeckError(f"bars(...): ours={sorted(missing)} names no bar")
+        return self._chart(spec, caption, size)
+
+    def sweep(self, x: str, y: str, series: str, where: dict | None = None, include: Iterable[str] | None = None,
+              ours: Iterable[str] = (), caption: str = "", size: str = "", xlabel: str = "", ylabel: str = "",
+              logx: bool = True, reference: tuple[str, Any] | None = None, nb: str | None = None,
+              count_ticks: bool = True) -> str:
+        """A line chart of the saved sweep: column ``y`` against column ``x``, one line per value of
+        column ``series`` (those in ``include``, in that order), over the rows matching ``where``."""
         stem = self._stem(nb)
-        notebook = self._notebook(stem)
-        cell, pngs = notebook.images(match)
-        if index >= len(pngs):
-            raise DeckError(f"{notebook.path.name}: the cell matching {match!r} has {len(pngs)} PNG outputs, "
-                            f"not {index + 1}")
-        if size not in PLOT_BOXES:
-            raise DeckError(f"plot size {size!r}: one of {sorted(PLOT_BOXES)}")
-        origin = html.escape(json.dumps({"nb": stem, "cell": cell.get("id"), "index": index}), quote=True)
-        where = f"notebook {stem[:2]}, committed H100 output"
-        caption = f"{caption} · {where}" if caption else where
-        width, height = png_size(pngs[index])
-        box_width, box_height = PLOT_BOXES[size]
-        scale = min(box_width / width, box_height / height, MAX_UPSCALE)
-        return (f'<figure class="plot {size}"><img src="data:image/png;base64,{pngs[index]}" '
-                f'width="{round(width * scale)}" height="{round(height * scale)}" '
-                f'alt="{html.escape(caption)}" data-origin="{origin}">'
-                f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+        spec = {"kind": "sweep", "nb": stem, "x": x, "y": y, "series": series, "where": where or {},
+                "include": list(include) if include is not None else None, "ours": sorted(set(ours)),
+                "size": size, "xlabel": xlabel or x, "ylabel": ylabel or y, "logx": logx,
+                "count_ticks": count_ticks}
+        if reference is not None:
+            spec["reference"] = [str(reference[0]), _as_fig(reference[1]).spec]
+        return self._chart(spec, caption, size)
+
+    def diagram(self, name: str, caption: str = "", size: str = "") -> str:
+        """A diagram of slides/diagrams.py, drawn by code."""
+        import diagrams
+
+        if name not in diagrams.DIAGRAMS:
+            raise DeckError(f"no diagram {name!r}; slides/diagrams.py draws {sorted(diagrams.DIAGRAMS)}")
+        return self._chart({"kind": "diagram", "name": name}, caption, size)
+
+    def table(self, header: Sequence[str], rows: Sequence[Sequence[Any]], ours: Iterable[Any] = (),
+              caption: str = "") -> str:
+        """A table for a slide: at most MAX_TABLE_ROWS rows; a column of figures in one unit gets the unit
+        in its header and bare numbers, right-aligned; ``ours`` the rows (by index or first cell) drawn
+        highlighted."""
+        rows = [list(r) for r in rows]
+        if len(rows) > MAX_TABLE_ROWS:
+            raise DeckError(f"a table of {len(rows)} rows; a slide shows at most {MAX_TABLE_ROWS}: choose")
+        if any(len(r) != len(header) for r in rows):
+            raise DeckError(f"a table row whose length differs from its header {list(header)}")
+        ours = set(ours)
+        units = []
+        for j in range(len(header)):
+            cells = [r[j] for r in rows]
+            figs = [_as_fig(c) for c in cells if isinstance(c, (Fig, HeadlineRef))]
+            unit_set = {f.unit for f in figs}
+            units.append(unit_set.pop() if figs and len(figs) == len(cells) and len(unit_set) == 1 else None)
+        head = "".join(f'<th class="{"num" if u else ""}">{_inline(h)}'
+                       f'{f" <span class=unit>({html.escape(u)})</span>" if u and u != "x" and u not in h else ""}</th>'
+                       for h, u in zip(header, units))
+        body = []
+        for i, r in enumerate(rows):
+            mine = i in ours or (r and str(r[0]) in ours)
+            cells = []
+            for c, u in zip(r, units):
+                if isinstance(c, (Fig, HeadlineRef)):
+                    fig = _as_fig(c)
+                    cells.append(f'<td class="num">{fig.bare() if u and u != "x" else fig}</td>')
+                else:
+                    cells.append(f"<td>{_inline(str(c))}</td>")
+            body.append(f'<tr class="{"ours" if mine else ""}">{"".join(cells)}</tr>')
+        caption_html = f'<caption>{_inline(caption)}</caption>' if caption else ""
+        return (f'\n<table class="figures">{caption_html}<thead><tr>{head}</tr></thead><tbody>'
+                + "".join(body) + "</tbody></table>\n")
 
     def output(self, match: str, first: int | None = None, lines: tuple[int, int] | None = None,
                nb: str | None = None) -> str:
-        """A cell's printed output, verbatim (an exhibit, like a plot: it is never retyped)."""
+        """A cell's printed output, verbatim (an exhibit: it is never retyped), set at CODE_PX."""
         stem = self._stem(nb)
         cell, text = self._notebook(stem).text_output(match)
         rows, start = text.rstrip("\n").splitlines(), 0
@@ -555,15 +780,16 @@ class DeckContext:
             rows = rows[:first]
         if not rows:
             raise DeckError(f"{stem}: the cell matching {match!r} printed nothing to show")
+        fits_on_a_slide(rows, f"{stem}: the output of the cell matching {match!r}")
         origin = html.escape(json.dumps({"nb": stem, "cell": cell.get("id"), "lines": [start, len(rows)]}),
                              quote=True)
         body = html.escape("\n".join(rows))
-        return (f'<pre class="exhibit {text_size(rows)}" data-origin="{origin}"><code>{body}</code></pre>\n'
-                f'<p class="exhibit-caption">printed by notebook {stem[:2]}, committed H100 output</p>')
+        return (f'\n<pre class="exhibit" data-origin="{origin}"><code>{body}</code></pre>\n\n'
+                f'<p class="exhibit-caption">printed by notebook {stem[:2]}, committed H100 output</p>\n')
 
     # code ---------------------------------------------------------------------------------------
     def code(self, path: str, name: str, skip: Iterable[str] = (), start: str | None = None,
-             end: str | None = None, lang: str = "python") -> str:
+             end: str | None = None, lang: str = "python", hl: Iterable[str] = (), comments: bool = True) -> str:
         """Function or class ``name`` of a file of lessons/, or the part of it from the line containing
         ``start`` to the line containing ``end``. In a CUDA or C++ file (``.cu``, ``.cpp``) ``name`` is a
         section: the lines between one holding ``// name`` and one holding ``// name:end``."""
@@ -578,10 +804,16 @@ class DeckContext:
             except DeckError as err:
                 raise DeckError(f"{path}:{name}: {err}") from None
             end = None
-        return _fenced(_dedent_and_trim(source, skip, end), lang, f"{path}:{name}")
+        if not comments:
+            source = strip_comments(textwrap.dedent(source), lang)
+        try:
+            return _fenced(_dedent_and_trim(source, skip, end), lang, f"{path}:{name}", hl)
+        except DeckError as err:
+            raise DeckError(f"{path}:{name}: {err}") from None
 
     def cell_code(self, match: str, start: str, lang: str = "python", skip: Iterable[str] = (),
-                  end: str | None = None, nb: str | None = None) -> str:
+                  end: str | None = None, nb: str | None = None, hl: Iterable[str] = (),
+                  comments: bool = True) -> str:
         notebook = self._notebook(self.nb.stem if nb is None else self._stem_any(nb))
         _, cell = notebook.code_cell(match)
         try:
@@ -590,7 +822,17 @@ class DeckContext:
             raise DeckError(f"{notebook.path.name}, cell matching {match!r}: {err}") from None
         if lang == "python":
             block = strip_docstrings(block)
-        return _fenced(_dedent_and_trim(block, skip), lang, f"{notebook.path.name}:{start}")
+        if not comments:
+            block = strip_comments(textwrap.dedent(block), lang)
+        return _fenced(_dedent_and_trim(block, skip), lang, f"{notebook.path.name}:{start}", hl)
+
+    def snippet(self, text: str, lang: str = "python", hl: Iterable[str] = ()) -> str:
+        """Code typed into the deck (``{% filter snippet("cuda", hl=[...]) %} ... {% endfilter %}``), set
+        like an excerpt; being typed, it is checked like prose (no data-origin)."""
+        lines = textwrap.dedent(text).strip("\n").splitlines()
+        fits_on_a_slide(lines, "a snippet")
+        return (f'\n<pre class="code" data-lang="{lang}"><code>'
+                + highlight_code("\n".join(lines), lang, hl) + "</code></pre>\n")
 
     # the title slide ----------------------------------------------------------------------------
     def title_slide(self, question: str) -> str:
@@ -623,7 +865,8 @@ class DeckContext:
         ])
 
     def globals(self) -> dict[str, Any]:
-        return {"H": self.H, "R": self.R, "ratio": self.ratio, "share": self.share, "plot": self.plot,
+        return {"H": self.H, "R": self.R, "ratio": self.ratio, "share": self.share, "bars": self.bars,
+                "sweep": self.sweep, "diagram": self.diagram, "table": self.table,
                 "output": self.output, "code": self.code, "cell_code": self.cell_code,
                 "title_slide": self.title_slide, "owed": self.nb.cpu_outputs,
                 "notebook": self.nb.stem, "number": self.nb.number}
@@ -672,6 +915,7 @@ def render_deck(notebook_path: Path, results: Results | None = None) -> Deck:
         raise DeckError(f"notebooks/{notebook_path.name} has no deck: write slides/{source.name}")
     context = DeckContext(notebook, results or Results())
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    env.filters["snippet"] = context.snippet
     try:
         text = env.from_string(source.read_text(encoding="utf-8")).render(**context.globals())
     except DeckError as err:
@@ -710,6 +954,49 @@ def deck_notebook(deck: Deck):
     return nb
 
 
+#: The code font, embedded in every deck: DejaVu Sans Mono (matplotlib ships it), cut down to the
+#: characters code and printed output use, as WOFF; built once into .cache/slides/fonts/.
+CODE_FONT = "Course Mono"
+_CODE_CHARS = [*range(0x20, 0x7F), *range(0xA0, 0x180), *range(0x2010, 0x2040), *range(0x2070, 0x20A0),
+               *range(0x2190, 0x21FF), *range(0x2200, 0x2300), *range(0x2500, 0x2580), 0x25A0, 0x25CF, 0x2713,
+               0x2717, *range(0x391, 0x3CA)]
+
+
+def code_font_faces() -> list[str]:
+    import logging
+
+    import matplotlib
+    from fontTools import subset
+
+    logging.getLogger("fontTools.subset").setLevel(logging.ERROR)
+
+    faces = []
+    for weight, name in ((400, "DejaVuSansMono.ttf"), (700, "DejaVuSansMono-Bold.ttf")):
+        source = Path(matplotlib.get_data_path()) / "fonts" / "ttf" / name
+        out = BUILD_DIR / "fonts" / f"{source.stem}-{source.stat().st_size}.woff"
+        if not out.exists():
+            options = subset.Options()
+            options.flavor = "woff"
+            options.layout_features = []
+            options.hinting = False
+            font = subset.load_font(str(source), options)
+            subsetter = subset.Subsetter(options)
+            subsetter.populate(unicodes=_CODE_CHARS)
+            subsetter.subset(font)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            subset.save_font(font, str(out), options)
+        data = base64.b64encode(out.read_bytes()).decode("ascii")
+        faces.append(f"@font-face {{ font-family: '{CODE_FONT}'; font-style: normal; font-weight: {weight}; "
+                     f"src: url(data:font/woff;base64,{data}) format('woff'); }}")
+    return faces
+
+
+def pygments_css() -> str:
+    from pygments.formatters import HtmlFormatter
+
+    return HtmlFormatter(style="default").get_style_defs(".reveal pre.code")
+
+
 def reveal_assets() -> dict[str, str]:
     """reveal.js, its notes plugin, theme and fonts, from the pinned sphinx-revealjs wheel."""
     try:
@@ -731,13 +1018,15 @@ def reveal_assets() -> dict[str, str]:
         fonts.append(f"@font-face {{ font-family: 'Source Sans Pro'; font-style: normal; font-weight: {weight}; "
                      f"src: url(data:font/woff;base64,{data}) format('woff'); }}")
 
+    fonts += code_font_faces()
+
     def script(path: Path) -> str:
         return path.read_text(encoding="utf-8").replace("</script", "<\\/script")
 
     return {"reveal_js": script(root / "dist" / "reveal.js"),
             "notes_js": script(root / "plugin" / "notes" / "notes.js"),
             "reveal_css": (root / "dist" / "reveal.css").read_text(encoding="utf-8"),
-            "theme_css": theme, "fonts_css": "\n".join(fonts),
+            "theme_css": theme, "fonts_css": "\n".join(fonts), "pygments_css": pygments_css(),
             "reveal_version": version.group(1) if version else "unknown"}
 
 
@@ -749,12 +1038,19 @@ REVEAL_CONFIG = {
 }
 
 
-def export_html(deck: Deck, assets: dict[str, str]) -> str:
-    import nbconvert
+@functools.lru_cache(maxsize=1)
+def _exporter():
+    """One reveal.js exporter for every deck (its templates are compiled once)."""
     from nbconvert.exporters import SlidesExporter
 
-    exporter = SlidesExporter(template_name=TEMPLATE_NAME, extra_template_basedirs=[str(TEMPLATE_DIR)],
-                              exclude_anchor_links=True)
+    return SlidesExporter(template_name=TEMPLATE_NAME, extra_template_basedirs=[str(TEMPLATE_DIR)],
+                          exclude_anchor_links=True)
+
+
+def export_html(deck: Deck, assets: dict[str, str]) -> str:
+    import nbconvert
+
+    exporter = _exporter()
     course = dict(assets)
     course.update(title=f"{deck.notebook.number}. {deck.notebook.plain_title} (lecture slides)",
                   number=deck.notebook.number, short_title=deck.notebook.plain_title,
@@ -800,6 +1096,28 @@ def _visible_text(node) -> str:
     return "".join(parts)
 
 
+_NOT_PROSE = ("aside", "pre", "table", "figure", "script", "style", "svg")
+
+
+def slide_words(section) -> int:
+    """The words a slide shows as prose: headings, paragraphs, lists and the figures in them; not its
+    notes, code, printed output, tables or charts (they are read differently)."""
+    from bs4 import NavigableString, Tag
+
+    def walk(node) -> str:
+        parts = []
+        for child in node.children:
+            if isinstance(child, NavigableString):
+                if type(child).__name__ not in ("Comment", "Doctype"):
+                    parts.append(str(child))
+            elif isinstance(child, Tag) and child.name not in _NOT_PROSE \
+                    and "exhibit-caption" not in (child.get("class") or []):
+                parts.append(" " + walk(child) + " ")
+        return "".join(parts)
+
+    return len([w for w in walk(section).split() if any(ch.isalnum() for ch in w)])
+
+
 def check_deck(page: str, notebook_path: Path, results: Results | None = None,
                expected_slides: int | None = None) -> list[str]:
     """Everything wrong with a built deck, as sentences (an empty list: nothing)."""
@@ -828,29 +1146,29 @@ def check_deck(page: str, notebook_path: Path, results: Results | None = None,
         problems.append("the summary slide is not among the last three")
     for number, section in enumerate(sections, 1):
         where = f"slide {number}"
-        # images: PNG data that equals the notebook's committed output
+        # images: charts and diagrams drawn for slides, each equal to what its spec draws from results/
         for img in section.find_all("img"):
             src = img.get("src", "")
-            if not src.startswith("data:image/png;base64,"):
-                problems.append(f"{where}: an image that is not embedded PNG data: {src[:60]!r}")
+            spec = json.loads(img.get("data-chart") or "null")
+            if not src.startswith("data:image/svg+xml;base64,") or not spec:
+                problems.append(f"{where}: an image that is not a chart or diagram drawn for slides: {src[:60]!r}")
                 continue
-            data = base64.b64decode(src.split(",", 1)[1], validate=True)
-            if not data.startswith(b"\x89PNG\r\n\x1a\n"):
-                problems.append(f"{where}: an image whose data is not a PNG")
-            origin = json.loads(img.get("data-origin") or "null")
-            if not origin:
-                problems.append(f"{where}: an image with no data-origin (plots come from notebook outputs)")
-                continue
-            source_nb = Notebook.load(NOTEBOOKS_DIR / f"{origin['nb']}.ipynb")
-            if source_nb.cpu_outputs:
-                problems.append(f"{where}: a plot from {origin['nb']}, whose committed outputs are a CPU run")
+            if spec.get("nb") and Notebook.load(NOTEBOOKS_DIR / f"{spec['nb']}.ipynb").cpu_outputs:
+                problems.append(f"{where}: a chart of {spec['nb']}, whose committed outputs are a CPU run")
             try:
-                _, pngs = source_nb.images(f"id:{origin['cell']}")
-                if origin["index"] >= len(pngs) or pngs[origin["index"]] != src.split(",", 1)[1]:
-                    problems.append(f"{where}: a plot that differs from the committed output of "
-                                    f"{origin['nb']} cell {origin['cell']}")
+                rendered = draw_chart(spec, results)
+                if base64.b64decode(src.split(",", 1)[1]).decode("utf-8") != rendered.svg:
+                    problems.append(f"{where}: a chart that differs from what results/ draws ({spec.get('kind')})")
+                if float(img.get("data-min-font", 0)) != rendered.min_font:
+                    problems.append(f"{where}: a chart whose data-min-font is not its smallest text")
             except DeckError as err:
                 problems.append(f"{where}: {err}")
+        # words: a slide is read in seconds; the notes carry the rest
+        if kinds[number - 1] != "title":
+            limit = MAX_WORDS_SUMMARY if kinds[number - 1] == "summary" else MAX_WORDS
+            words = slide_words(section)
+            if words > limit:
+                problems.append(f"{where}: {words} words on the slide (at most {limit}); move the rest to the notes")
         # exhibits: printed output, verbatim
         for pre in section.find_all("pre", class_="exhibit"):
             origin = json.loads(pre.get("data-origin") or "null")
@@ -872,9 +1190,9 @@ def check_deck(page: str, notebook_path: Path, results: Results | None = None,
             try:
                 spec = json.loads(span.get("data-result", ""))
                 value, unit = resolve(spec, results)
-                if span.get_text() != format_quantity(value, unit):
+                if span.get_text() != figure_text(spec, value, unit):
                     problems.append(f"{where}: quotes {span.get_text()!r} where results/ says "
-                                    f"{format_quantity(value, unit)!r} ({spec})")
+                                    f"{figure_text(spec, value, unit)!r} ({spec})")
             except (DeckError, ValueError, KeyError) as err:
                 problems.append(f"{where}: quotes {span.get_text()!r}, which is not in results/: {err}")
         text = _visible_text(section)
@@ -929,12 +1247,14 @@ def build_one(notebook_path: Path, results: Results, assets: dict[str, str], out
 
 
 def manifest_entry(deck: Deck) -> dict:
-    """What the browser test needs to know about a built deck."""
-    figure_slides = [i for i, s in enumerate(deck.slides) if 'class="plot' in s.body]
-    code_slides = [i for i, s in enumerate(deck.slides) if '<div class="code' in s.body]
+    """What the browser test needs to know about a built deck: its key slides, among others."""
+    def first(marker: str) -> int | None:
+        found = [i for i, s in enumerate(deck.slides) if marker in s.body]
+        return found[0] if found else None
+
     return {"html": deck.html_path.name, "slides": len(deck.slides), "kinds": [s.kind for s in deck.slides],
-            "figure_slide": figure_slides[0] if figure_slides else None,
-            "code_slide": code_slides[0] if code_slides else None,
+            "figure_slide": first('<figure class="plot'), "diagram_slide": first('<figure class="diagram'),
+            "code_slide": first('<pre class="code'), "table_slide": first('<table class="figures'),
             "notes": [s.notes for s in deck.slides], "cpu_outputs": deck.notebook.cpu_outputs,
             "title": deck.notebook.plain_title}
 

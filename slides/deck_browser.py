@@ -3,6 +3,7 @@
     with Chromium() as browser:
         report = browser.open_deck(Path(".cache/slides/01_timing_gpu_code.html"))
         report.slides, report.errors          # slide count; JS errors, failed loads, network requests
+        browser.measure(report)               # per slide: text sizes, words, what spills out
         browser.screenshot(report, 0, Path("title.png"))
         browser.print_pdf(Path(".cache/slides/01_timing_gpu_code.html"), Path("01.pdf"))
 
@@ -26,6 +27,75 @@ from pathlib import Path
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 LOCAL_SCHEMES = ("file:", "data:", "about:", "blob:")
+
+
+#: One pass over every slide of the deck in the page (see Chromium.measure).
+MEASURE_JS = r"""(async () => {
+  const config = Reveal.getConfig(), scale = Reveal.getScale(), out = [];
+  const box = document.querySelector('.reveal .slides');
+  const skip = e => e.closest('aside.notes');
+  const size = e => parseFloat(getComputedStyle(e).fontSize);
+  const hasText = e => Array.from(e.childNodes).some(n => n.nodeType === 3 && n.textContent.trim());
+  const slides = Reveal.getSlides();
+  // lay every slide out at once, as when it is shown (a slide and the stack section around it)
+  const boxes = [...new Set(slides.flatMap(s => s.parentElement.tagName === 'SECTION' ? [s.parentElement, s] : [s]))];
+  const shown = boxes.map(e => e.style.display);
+  boxes.forEach(e => { e.style.display = 'block'; });
+  document.body.offsetHeight;  // lay out, so that the fonts the slides use start loading
+  await document.fonts.ready;
+  const codeFont = Array.from(document.fonts).filter(f => f.family.replace(/["']/g, '') === 'Course Mono')
+    .map(f => f.status);
+  slides.forEach((s, i) => {
+    const r = {slide: i + 1, kind: s.dataset.kind || null, code_px: null, table_px: null, figure_px: null,
+               text_px: null, words: 0, bottom: 0, right: 0, problems: [], scale: scale};
+    s.querySelectorAll('pre code').forEach(c => {
+      if (!getComputedStyle(c).fontFamily.startsWith('"Course Mono"'))
+        r.problems.push('code not set in the embedded code font');
+      else if (!codeFont.includes('loaded')) r.problems.push('the embedded code font did not load');
+    });
+    const min = (key, v) => { r[key] = r[key] === null ? v : Math.min(r[key], v); };
+    s.querySelectorAll('pre, pre *').forEach(e => { if (!skip(e) && hasText(e)) min('code_px', size(e)); });
+    s.querySelectorAll('pre').forEach(p => {
+      if (p.scrollWidth > p.clientWidth + 2 || p.scrollHeight > p.clientHeight + 2)
+        r.problems.push('a code block is cut off');
+    });
+    s.querySelectorAll('table th, table td, table th *, table td *').forEach(e => {
+      if (!skip(e) && hasText(e)) min('table_px', size(e));
+    });
+    s.querySelectorAll('figure img').forEach(img => {
+      const font = parseFloat(img.dataset.minFont), native = parseFloat(img.dataset.nativeWidth);
+      const shown = img.getBoundingClientRect().width / scale;
+      if (!(font > 0 && native > 0)) r.problems.push('a figure whose text size is unknown');
+      else min('figure_px', font * shown / native);
+      if (!(img.complete && img.naturalWidth > 0)) r.problems.push('a figure that does not load');
+    });
+    s.querySelectorAll('h1, h2, h3, p, li, figcaption, caption').forEach(e => {
+      if (!skip(e) && hasText(e)) min('text_px', size(e));
+    });
+    const top = box.getBoundingClientRect().top, left = box.getBoundingClientRect().left;
+    s.querySelectorAll('*').forEach(e => {
+      if (skip(e)) return;
+      const b = e.getBoundingClientRect();
+      if (b.width === 0 && b.height === 0) return;
+      r.bottom = Math.max(r.bottom, (b.bottom - top) / scale);
+      r.right = Math.max(r.right, (b.right - left) / scale);
+    });
+    if (r.bottom > config.height - 24) r.problems.push(`the content reaches ${Math.round(r.bottom)} px, into the footer or below the slide`);
+    if (r.right > config.width + 1) r.problems.push(`the content reaches ${Math.round(r.right)} px, past the slide`);
+    const walker = document.createTreeWalker(s, NodeFilter.SHOW_TEXT);
+    let text = '';
+    while (walker.nextNode()) {
+      const n = walker.currentNode;
+      if (n.parentElement.closest('aside, pre, table, figure, script, style, .exhibit-caption')) continue;
+      text += ' ' + n.textContent;
+    }
+    r.words = text.split(/\s+/).filter(w => /[\p{L}\p{N}]/u.test(w)).length;
+    r.bottom = Math.round(r.bottom); r.right = Math.round(r.right);
+    out.push(r);
+  });
+  boxes.forEach((e, i) => { e.style.display = shown[i]; });
+  return out;
+})()"""
 
 
 def find_chromium() -> str | None:
@@ -52,6 +122,7 @@ class DeckReport:
     notes: int = 0
     errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
+    first_event: int = 0
 
 
 class Chromium:
@@ -181,14 +252,16 @@ class Chromium:
         while not self.evaluate("typeof Reveal !== 'undefined' && Reveal.isReady()", session):
             if time.monotonic() > deadline:
                 raise ChromiumError(f"reveal.js never became ready in {url}")
-            time.sleep(0.05)
+            time.sleep(0.01)
 
-    def open_deck(self, path: Path) -> DeckReport:
-        """Load a built deck and report its slide count and everything that went wrong."""
+    def open_deck(self, path: Path, settle: float = 0.05) -> DeckReport:
+        """Load a built deck and report its slide count and everything that went wrong. ``settle``: seconds
+        to wait for late errors; pass 0 and call `page_problems` after working with the page instead."""
         session = self.new_page()
         start = len(self._events)
         self._navigate(session, Path(path).resolve().as_uri())
         report = DeckReport(Path(path), session)
+        report.first_event = start
         report.slides = self.evaluate("Reveal.getTotalSlides()", session)
         report.notes = self.evaluate("document.querySelectorAll('aside.notes').length", session)
         broken = self.evaluate("Array.from(document.images).filter(i => !(i.complete && i.naturalWidth > 0))"
@@ -196,41 +269,53 @@ class Chromium:
         report.errors += [f"image did not load: {b}" for b in broken]
         if not self.evaluate("Reveal.hasPlugin('notes')", session):
             report.errors.append("the speaker-notes plugin is not registered")
-        # layout: every slide fits in the slide's height, and no code or output block needs a scrollbar
-        report.errors += self.evaluate("""(() => {
-            const height = Reveal.getConfig().height, bad = [];
-            Reveal.getSlides().forEach((s, i) => {
-                Reveal.slide(i);
-                if (s.scrollHeight > height - 24) bad.push(`slide ${i + 1} is ${s.scrollHeight}px tall, more than fits`);
-                s.querySelectorAll('pre, pre code').forEach(p => {
-                    if (p.scrollWidth > p.clientWidth + 2) bad.push(`slide ${i + 1}: a code block is cut off on the right`);
-                });
-            });
-            Reveal.slide(0);
-            return bad; })()""", session)
-        self.evaluate("new Promise(r => setTimeout(r, 50))", session, await_promise=True)  # late errors
-        for event in self._events[start:]:
-            if event.get("sessionId") != session:
+        if settle:
+            self.evaluate(f"new Promise(r => setTimeout(r, {int(settle * 1000)}))", session, await_promise=True)
+        report.errors += self.page_problems(report)
+        return report
+
+    def page_problems(self, report: DeckReport) -> list[str]:
+        """Every error the page reported since it was opened (JavaScript exceptions, console errors, error
+        log entries, failed loads, requests that leave the machine); records the requests in the report."""
+        self.evaluate("0", report.session)  # a round trip: events sent before it are in
+        errors, requests = [], []
+        for event in self._events[report.first_event:]:
+            if event.get("sessionId") != report.session:
                 continue
             method, params = event.get("method"), event.get("params", {})
             if method == "Runtime.exceptionThrown":
                 details = params.get("exceptionDetails", {})
-                report.errors.append("JavaScript exception: " + (details.get("exception", {}).get("description")
-                                                                 or details.get("text", "")))
+                errors.append("JavaScript exception: " + (details.get("exception", {}).get("description")
+                                                          or details.get("text", "")))
             elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
                 text = " ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", []))
-                report.errors.append(f"console.{params['type']}: {text}")
+                errors.append(f"console.{params['type']}: {text}")
             elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
                 entry = params["entry"]
-                report.errors.append(f"log error ({entry.get('source')}): {entry.get('text')} {entry.get('url', '')}")
+                errors.append(f"log error ({entry.get('source')}): {entry.get('text')} {entry.get('url', '')}")
             elif method == "Network.loadingFailed":
-                report.errors.append(f"failed to load: {params.get('errorText')} ({params.get('type')})")
+                errors.append(f"failed to load: {params.get('errorText')} ({params.get('type')})")
             elif method == "Network.requestWillBeSent":
                 url = params.get("request", {}).get("url", "")
-                report.requests.append(url[:100])
+                requests.append(url[:100])
                 if not url.startswith(LOCAL_SCHEMES):
-                    report.errors.append(f"a request leaves the machine: {url[:100]}")
-        return report
+                    errors.append(f"a request leaves the machine: {url[:100]}")
+        report.requests = requests
+        return errors
+
+    def set_viewport(self, report: DeckReport, width: int, height: int) -> None:
+        """Resize the page (a projector of another shape) and let reveal.js lay the deck out again."""
+        self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
+                                                         "mobile": False}, report.session)
+        self.evaluate("Reveal.layout(); new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))",
+                      report.session, await_promise=True)
+
+    def measure(self, report: DeckReport) -> list[dict]:
+        """What a person sees on each slide, in one page evaluation: the smallest computed font size of
+        code, tables, figure texts (a chart's smallest text scaled to its shown width) and prose, in slide
+        pixels and in screen pixels (times reveal.js's scale); the words of prose; how far the content
+        reaches (bottom, right) and what spills out of the slide or a code box."""
+        return self.evaluate(MEASURE_JS, report.session, await_promise=True)
 
     def screenshot(self, report: DeckReport, slide: int, out: Path) -> bytes:
         """Show slide ``slide`` (0-based) and save a PNG of the viewport."""
@@ -319,9 +404,15 @@ def main(argv: list[str] | None = None) -> int:
     with Chromium() as browser:
         for deck in args.decks:
             report = browser.open_deck(deck)
+            problems = list(report.errors)
+            for viewport in ((1280, 720), (1024, 768)):
+                browser.set_viewport(report, *viewport)
+                problems += [f"{viewport[0]}x{viewport[1]} slide {r['slide']}: {p}" for r in browser.measure(report)
+                             for p in r["problems"]]
+            browser.set_viewport(report, browser.width, browser.height)
             for index in range(report.slides):
                 browser.screenshot(report, index, args.out / f"{deck.stem}_{index + 1:02d}.png")
-            print(f"{deck}: {report.slides} slides -> {args.out}; problems: {report.errors or 'none'}")
+            print(f"{deck}: {report.slides} slides -> {args.out}; problems: {problems or 'none'}")
     return 0
 
 

@@ -1,7 +1,8 @@
 """The lecture decks (slides/, built by `./course.sh slides`): one per notebook, every one builds offline,
-its images are the notebooks' committed plots, its figures equal results/, and a real browser shows it
-without an error. The browser part needs Debian's chromium (installed by .ci/run); without one it skips
-and says so."""
+its charts are drawn from results/ and its diagrams by code, its figures equal results/, and a real
+browser shows every slide legibly (text sizes, nothing spilling out, the word budget, at 1280x720 and
+1024x768) without an error. The browser part needs Debian's chromium (installed by .ci/run); without one
+it skips and says so."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ sys.path.insert(0, str(ROOT / "slides"))
 
 import build_decks as decks  # noqa: E402
 import deck_browser  # noqa: E402
+import diagrams  # noqa: E402
+import figures  # noqa: E402
 
 NOTEBOOKS = decks.notebooks()
 STEMS = [p.stem for p in NOTEBOOKS]
@@ -106,24 +109,25 @@ def test_deck_has_its_title_question_try_and_summary_slides(built, stem):
 
 
 @pytest.mark.parametrize("stem", STEMS)
-def test_every_image_resolves_to_the_notebooks_committed_plot(built, stem):
-    from PIL import Image
+def test_every_image_is_a_chart_or_diagram_drawn_from_results(built, stem):
+    from PIL import Image  # noqa: F401  (the course's image stack is installed)
 
     nb = decks.Notebook.load(ROOT / "notebooks" / f"{stem}.ipynb")
-    images = [img for s in sections(page_of(built, stem)) for img in s.find_all("img")]
+    found = sections(page_of(built, stem))
+    images = [img for s in found for img in s.find_all("img")]
     for img in images:
-        src = img["src"]
-        assert src.startswith("data:image/png;base64,"), f"not embedded: {src[:60]}"
-        data = base64.b64decode(src.split(",", 1)[1])
-        with Image.open(io.BytesIO(data)) as picture:
-            picture.verify()  # a real, complete PNG
-        origin = json.loads(img["data-origin"])
-        _, pngs = decks.Notebook.load(ROOT / "notebooks" / f"{origin['nb']}.ipynb").images(f"id:{origin['cell']}")
-        assert pngs[origin["index"]] == src.split(",", 1)[1], "the plot differs from the notebook's output"
+        assert img["src"].startswith("data:image/svg+xml;base64,"), f"not an embedded SVG: {img['src'][:60]}"
+        spec = json.loads(img["data-chart"])
+        drawn = decks.draw_chart(spec, decks.Results())
+        assert base64.b64decode(img["src"].split(",", 1)[1]).decode() == drawn.svg, "the chart differs from results/"
+        assert float(img["data-min-font"]) >= figures.MIN_FONT_PX
+    plots = [s for s in found if s.find("figure", class_="plot")]
+    diagrams_shown = [s for s in found if s.find("figure", class_="diagram")]
+    assert diagrams_shown, f"{stem}: no diagram of its mechanism"
     if nb.cpu_outputs:
-        assert not images, f"{stem} has CPU outputs: its deck must not show their plots"
-    elif list(nb.cells) and any("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", [])):
-        assert images, f"{stem} has H100 plots, and its deck shows none"
+        assert not plots, f"{stem} has CPU outputs: its deck must not plot them"
+    elif (decks.RESULTS_DIR / decks.REFERENCE_DEVICE / f"{stem}.json").exists():
+        assert plots, f"{stem} has saved H100 results, and its deck plots none"
 
 
 # --- figures: from results/, never typed by hand ----------------------------------------------------------
@@ -197,14 +201,79 @@ def test_a_figure_quoted_through_a_template_is_tagged_with_its_source():
 # --- loud failures, and the decks whose H100 run is owed ---------------------------------------------------
 
 
-def test_a_plot_that_cannot_be_found_fails_the_build_loudly():
-    context = decks.DeckContext(decks.Notebook.load(ROOT / "notebooks/01_timing_gpu_code.ipynb"), decks.Results())
-    with pytest.raises(decks.DeckError, match=r"01_timing_gpu_code.ipynb: 0 code cells match 'no such source text'"):
-        context.plot("no such source text")
-    with pytest.raises(decks.DeckError, match="has 1 PNG outputs, not 2"):
-        context.plot("plot_throughput(frame", index=1)
+def test_what_cannot_be_shown_fails_the_build_loudly():
+    context = decks.DeckContext(decks.Notebook.load(ROOT / "notebooks/04_cuda_gemm_ladder.ipynb"), decks.Results())
     with pytest.raises(decks.DeckError, match="no function or class 'no_such_kernel'"):
         context.code("lessons/nb05_vector_add.py", "no_such_kernel")
+    with pytest.raises(decks.DeckError, match=r"lines do not fit on a slide at 20 px"):
+        context.code("lessons/nb04_gemm.cu", "rung 8")
+    with pytest.raises(decks.DeckError, match="hl='no such line' matches no line"):
+        context.code("lessons/nb04_gemm.cu", "rung 1", hl=["no such line"])
+    with pytest.raises(decks.DeckError, match="a slide shows at most 6"):
+        context.table(["rung", "TFLOP/s"], [[r, context.R(rung=r).fig("TFLOP/s")] for r in
+                                            ["1 naive", "2 coalesced", "3 shared memory", "4 1D register blocking",
+                                             "5 2D register blocking", "6 vectorized", "7 warp tiling"]])
+    with pytest.raises(decks.DeckError, match="one chart, one unit"):
+        context.bars([("a", context.R(rung="1 naive").fig("TFLOP/s")), ("b", context.R(rung="1 naive").fig("ms"))])
+    with pytest.raises(decks.DeckError, match="no diagram 'no_such_diagram'"):
+        context.diagram("no_such_diagram")
+
+
+def test_a_table_puts_units_in_its_header_and_highlights_ours():
+    from bs4 import BeautifulSoup
+
+    context = decks.DeckContext(decks.Notebook.load(ROOT / "notebooks/04_cuda_gemm_ladder.ipynb"), decks.Results())
+    rows = [[r, context.R(rung=r).fig("TFLOP/s"), context.R(rung=r).fig("% of cuBLAS")] for r in ("1 naive", "9 tuned tile shape")]
+    table = BeautifulSoup(context.table(["rung", "speed", "of cuBLAS"], rows, ours=["9 tuned tile shape"]), "html.parser")
+    assert [th.get_text() for th in table.find_all("th")] == ["rung", "speed (TFLOP/s)", "of cuBLAS (%)"]
+    cells = table.find_all("td", class_="num")
+    assert cells and all(not c.get_text().endswith(("TFLOP/s", "%")) for c in cells)
+    assert [tr.get("class") for tr in table.tbody.find_all("tr")] == [[], ["ours"]]
+    page = "<div class=\"slides\"><section>" + str(table) + "</section></div><script>"
+    results = decks.Results()
+    for span in BeautifulSoup(page, "html.parser").find_all("span", class_="fig"):  # bare figures still check
+        spec = json.loads(span["data-result"])
+        assert span.get_text() == decks.figure_text(spec, *decks.resolve(spec, results))
+
+
+def test_the_layout_check_catches_a_legend_over_a_line_and_overlapping_labels():
+    import matplotlib
+
+    with matplotlib.rc_context(figures.style()):
+        fig = figures.new_figure()
+        ax = fig.add_axes([0.1, 0.15, 0.85, 0.8])
+        ax.plot([1, 2, 3], [3, 3, 3], label="ours")
+        ax.plot([1, 2, 3], [1, 1.1, 1.2], label="cuBLAS")
+        ax.set_ylim(0, 4)
+        ax.legend(loc="center left", bbox_to_anchor=(0.3, 0.75))  # on top of the upper line
+        ax.text(2, 2, "a label")
+        ax.text(2.01, 2.0, "another label")
+        ax.text(1.5, 3, "crossed", va="center")
+        problems = figures.layout_problems(fig)
+    assert any("the legend covers the line 'ours'" in p for p in problems), problems
+    assert any("'a label' and 'another label' overlap" in p for p in problems), problems
+    assert any("a line crosses the text 'crossed'" in p for p in problems), problems
+    with pytest.raises(figures.LayoutError):
+        figures.render(fig)
+
+
+def test_charts_are_legible_and_use_one_colour_per_provider():
+    drawn = figures.line_chart({"Triton (ours)": [(1024, 10.0), (1 << 20, 2000.0)],
+                                "torch.add": [(1024, 9.0), (1 << 20, 1900.0)]}, "elements", "GB/s",
+                               ours=["Triton (ours)"])
+    assert drawn.min_font >= figures.MIN_FONT_PX
+    assert "e+" not in drawn.svg.lower()
+    assert figures.colour_of("cuBLAS") == figures.colour_of("cuBLAS FP32") != figures.colour_of("Triton blocked")
+    assert figures.colour_of("torch.compile") != figures.colour_of("torch.add")
+    assert len(set(figures.distinct_colours(["torch.add", "torch eager", "copy"]))) == 3
+    assert figures.plain_number(1.5e6) == "1,500,000" and figures.short_count(1 << 28) == "256 M"
+
+
+@pytest.mark.parametrize("name", sorted(diagrams.DIAGRAMS))
+def test_every_diagram_draws_legibly_with_nothing_overlapping(name):
+    drawn = figures.cached({"kind": "diagram", "name": name}, diagrams.DIAGRAMS[name])
+    assert drawn.svg.startswith("<svg") and drawn.texts >= 3
+    assert drawn.min_font >= figures.MIN_FONT_PX
 
 
 def test_a_deck_cannot_quote_or_plot_a_notebook_whose_outputs_are_a_cpu_run():
@@ -215,14 +284,14 @@ def test_a_deck_cannot_quote_or_plot_a_notebook_whose_outputs_are_a_cpu_run():
     with pytest.raises(decks.DeckError, match="come from a CPU run"):
         context.H("anything")
     with pytest.raises(decks.DeckError, match="come from a CPU run"):
-        context.plot("import")
+        context.sweep("size", "gbps", "provider")
 
 
 @pytest.mark.parametrize("stem", [p.stem for p in NOTEBOOKS if decks.Notebook.load(p).cpu_outputs])
 def test_owed_decks_say_so_and_quote_nothing(built, stem):
     found = sections(page_of(built, stem))
     assert "H100 figures owed" in found[0].get_text()
-    assert not any(s.find("span", class_="fig") or s.find("figure") for s in found)
+    assert not any(s.find("span", class_="fig") or s.find("figure", class_="plot") for s in found)
 
 
 # --- a real browser ------------------------------------------------------------------------------------------
@@ -248,36 +317,85 @@ def _not_blank(png: bytes) -> None:
     assert colours is None or len(colours) > 8, "the screenshot is (nearly) blank"
 
 
+#: What a person must be able to read, in slide pixels (1280x720; reveal.js scales the whole slide).
+MIN_PX = {"code_px": decks.CODE_PX, "table_px": 20, "figure_px": figures.MIN_FONT_PX, "text_px": 16}
+VIEWPORTS = ((1280, 720), (1024, 768))
+
+
+def _budget_problems(measured: list[dict], viewport) -> list[str]:
+    problems = []
+    for r in measured:
+        where = f"{viewport[0]}x{viewport[1]} slide {r['slide']}"
+        problems += [f"{where}: {p}" for p in r["problems"]]
+        for key, least in MIN_PX.items():
+            if r[key] is not None and r[key] < least - 0.01:
+                problems.append(f"{where}: {key.replace('_px', '')} text at {r[key]:.1f} px (at least {least})")
+        if r["kind"] != "title":
+            limit = decks.MAX_WORDS_SUMMARY if r["kind"] == "summary" else decks.MAX_WORDS
+            if r["words"] > limit:
+                problems.append(f"{where}: {r['words']} words (at most {limit})")
+    return problems
+
+
 @pytest.mark.parametrize("stem", STEMS)
-def test_a_browser_shows_every_slide_with_no_error(built, browser, stem):
+def test_a_browser_shows_every_slide_legibly_with_no_error(built, browser, stem):
+    """One page a deck: no error, and on every slide at both projector shapes what a person sees: text
+    sizes, code in the embedded code font, nothing spilling out, the word budget. Screenshots of the key
+    slides go to .cache/slides/screenshots/ for review, with the measurements."""
     deck = deck_of(built, stem)
-    report = browser.open_deck(deck.html_path)
+    report = browser.open_deck(deck.html_path, settle=0)  # errors are collected at the end instead
     try:
         assert report.slides == len(deck.slides), f"reveal.js counts {report.slides} slides, the source has {len(deck.slides)}"
         assert report.notes >= len(deck.slides) - 1
-        assert not report.errors, "\n".join(report.errors)
-        assert all(url.startswith(deck_browser.LOCAL_SCHEMES) for url in report.requests)
-        _not_blank(browser.screenshot(report, 0, SCREENSHOTS / f"{stem}_1_title.png"))
         entry = decks.manifest_entry(deck)
-        second = entry["figure_slide"] if entry["figure_slide"] is not None else entry["code_slide"]
-        label = "figure" if entry["figure_slide"] is not None else "code"
-        _not_blank(browser.screenshot(report, second, SCREENSHOTS / f"{stem}_2_{label}.png"))
-        if not deck.notebook.cpu_outputs and any("image/png" in o.get("data", {}) for c in deck.notebook.cells
-                                                 for o in c.get("outputs", [])):
-            assert entry["figure_slide"] is not None, f"{stem}: no figure slide to show"
+        key = [("diagram", entry["diagram_slide"])]  # the key slides: the mechanism, and a plot (or code)
+        key.append(("figure", entry["figure_slide"]) if entry["figure_slide"] is not None else ("code", entry["code_slide"]))
+        for label, index in key:
+            if index is not None:
+                _not_blank(browser.screenshot(report, index, SCREENSHOTS / f"{stem}_{label}.png"))
+        measured, problems = {}, []
+        for viewport in VIEWPORTS:
+            if viewport != (browser.width, browser.height):
+                browser.set_viewport(report, *viewport)
+            measured[f"{viewport[0]}x{viewport[1]}"] = browser.measure(report)
+            problems += _budget_problems(measured[f"{viewport[0]}x{viewport[1]}"], viewport)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        (SCREENSHOTS / f"{stem}_layout.json").write_text(json.dumps(measured, indent=1) + "\n", encoding="utf-8")
+        problems += browser.page_problems(report) + report.errors
+        assert all(url.startswith(deck_browser.LOCAL_SCHEMES) for url in report.requests)
+        assert not problems, f"{stem}:\n" + "\n".join(problems)
     finally:
         browser.close_page(report.session)
 
 
+def test_the_browser_measurement_catches_small_code_spilled_content_and_long_prose(built, browser, tmp_path):
+    """What the legibility test relies on: a slide given 12 px code, 40 lines of it and 90 words is caught."""
+    page = page_of(built, "08_triton_debugging")
+    start = page.index('<section', page.index('<div class="slides">'))
+    second = page.index("<h2", page.index("<section", start + 10))
+    code = "<pre><code style='font-size: 12px'>" + "\n".join(f"line {i}" for i in range(40)) + "</code></pre>"
+    prose = "<p>" + " ".join(["word"] * 90) + "</p>"
+    tampered = tmp_path / "08_tampered.html"
+    tampered.write_text(page[:second] + prose + code + page[second:], encoding="utf-8")
+    report = browser.open_deck(tampered)
+    try:
+        problems = _budget_problems(browser.measure(report), (1280, 720))
+    finally:
+        browser.close_page(report.session)
+    assert any("slide 2: code text at 12.0 px" in p for p in problems), problems
+    assert any("slide 2: the content reaches" in p for p in problems), problems
+    assert any(re.search(r"slide 2: \d+ words \(at most 60\)", p) for p in problems), problems
+
+
 def test_the_speaker_view_and_the_pdf_handout_work_offline(built, browser, tmp_path):
-    deck = deck_of(built, "04_cuda_gemm_ladder")
+    deck = deck_of(built, "12_lora_case_study")  # a short deck: the PDF prints every slide
     report = browser.open_deck(deck.html_path)
     try:
-        notes = browser.speaker_view(report, 3, SCREENSHOTS / "04_cuda_gemm_ladder_3_speaker_view.png")
+        notes = browser.speaker_view(report, 3, SCREENSHOTS / "12_lora_case_study_speaker_view.png")
         expected = deck.slides[3].notes.split()[:6]
         assert notes.split()[:6] == expected, (notes[:120], expected)
     finally:
         browser.close_page(report.session)
-    pages = browser.print_pdf(deck.html_path, tmp_path / "04.pdf")
+    pages = browser.print_pdf(deck.html_path, tmp_path / "12.pdf")
     assert pages == len(deck.slides)
-    assert (tmp_path / "04.pdf").read_bytes().startswith(b"%PDF")
+    assert (tmp_path / "12.pdf").read_bytes().startswith(b"%PDF")
