@@ -434,6 +434,17 @@ def _lexer(name: str):
     return get_lexer_by_name(name)
 
 
+
+def _matching(lines: list[str], patterns, missing: str) -> set[int]:
+    """The indices of the lines that contain any of ``patterns``; a pattern that matches none is an error."""
+    found = set()
+    for pattern in patterns:
+        hits = {i for i, line in enumerate(lines) if pattern in line}
+        if not hits:
+            raise DeckError(missing.format(pattern))
+        found |= hits
+    return found
+
 def highlight_code(code: str, lang: str, key_lines: Iterable[str] = ()) -> str:
     """Pygments HTML of ``code``, one ``<span class="line">`` a line; lines containing one of
     ``key_lines`` get the class ``hl`` (drawn highlighted)."""
@@ -441,12 +452,7 @@ def highlight_code(code: str, lang: str, key_lines: Iterable[str] = ()) -> str:
     from pygments.formatters import HtmlFormatter
 
     lines = code.split("\n")
-    marked = set()
-    for pattern in key_lines:
-        hits = {i for i, line in enumerate(lines) if pattern in line}
-        if not hits:
-            raise DeckError(f"hl={pattern!r} matches no line of the excerpt")
-        marked |= hits
+    marked = _matching(lines, key_lines, "hl={!r} matches no line of the excerpt")
     body = highlight(code, _lexer(_LEXERS.get(lang, lang)), HtmlFormatter(nowrap=True))
     out = body.rstrip("\n").split("\n")
     if len(out) != len(lines):  # Pygments keeps lines as they are; if not, show the code plainly
@@ -603,12 +609,7 @@ def _dedent_and_trim(code: str, skip: Iterable[str] = (), end: str | None = None
         if not cut:
             raise DeckError(f"no line contains end={end!r}")
         lines = lines[:cut[0] + 1]
-    dropped = set()
-    for pattern in skip:
-        hits = {i for i, line in enumerate(lines) if pattern in line}
-        if not hits:
-            raise DeckError(f"skip={pattern!r} matches no line: the excerpt changed")
-        dropped |= hits
+    dropped = _matching(lines, skip, "skip={!r} matches no line: the excerpt changed")
     out = []
     for i, line in enumerate(lines):  # each run of skipped lines shows as one "..." at its indentation
         if i not in dropped:
