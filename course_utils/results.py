@@ -252,13 +252,20 @@ def _link(notebook: str) -> str:
     return f"[{notebook[:3].rstrip('_')}]({folder}/{notebook}.ipynb)"
 
 
-def figures_table(results_dir: Path, device: str, targets: Sequence[Target] = ()) -> str:
+def figures_table(results_dir: Path, device: str, targets: Sequence[Target] = (),
+                  others: Sequence[str] = ()) -> str:
     """The markdown table of every headline saved for ``device``, ordered by notebook, each judged by
     its target where an issue set one; a target that judges none of its notebook's saved headlines is an error,
-    unless it is ``pending`` (its headline comes with the notebook's next run): then it is listed as not yet measured."""
+    unless it is ``pending`` (its headline comes with the notebook's next run): then it is listed as not yet measured.
+    A notebook with no file for ``device`` is taken from the first of the ``others`` device folders that has one
+    (its rows then name their card)."""
     paths = sorted((results_dir / device).glob("*.json"))
     if not paths:
         raise FileNotFoundError(f"no saved results in {results_dir / device}")
+    for other in others:
+        have = {path.stem for path in paths}
+        paths += [path for path in sorted((results_dir / other).glob("*.json")) if path.stem not in have]
+    paths.sort(key=lambda path: path.stem)
     rows, machines, used = [], set(), set()
     for path in paths:
         saved = load_results(path)
@@ -308,7 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if the README is out of date")
     args = parser.parse_args(argv)
     targets = load_targets(args.targets) if args.targets.exists() else []
-    new = update_readme(args.readme, figures_table(args.results, args.device, targets))
+    others = sorted(d.name for d in args.results.iterdir()  # other GPUs fill in what the reference has not run
+                    if d.is_dir() and d.name not in (args.device, "cpu"))
+    new = update_readme(args.readme, figures_table(args.results, args.device, targets, others))
     if args.check:
         if new != args.readme.read_text(encoding="utf-8"):
             print(f"{args.readme.name} is out of date: run python -m course_utils.results", file=sys.stderr)

@@ -27,7 +27,8 @@ from course_utils.cuda_build import build_extension
 from lessons.nb07_matmul import config as blocked_config
 from lessons.nb07_matmul import TILES as BLOCKED_TILES
 from lessons.nb07_matmul import interpreter_safe, prune_configs, store_tile, tile_coords, tile_product
-from lessons.nb14_hopper_matmul import CPU_TILES, GPU_TILES, HAS_TMA, SMS, describe, probe, store_subtiled, tile_config
+from lessons.nb14_hopper_matmul import (CPU_TILES, GPU_TILES, HAS_TMA, SMS, describe, probe, scratch_for_descriptors,
+                                        store_subtiled, tile_config)
 
 # ---- 1. The layer, its reference, the checks -----------------------------------------------------------------
 #: The activations every kernel of this notebook accepts ("none" is the identity).
@@ -440,6 +441,8 @@ def _adapter_args(scale, xa, up, b, dummy):
 def _launch_persistent(cfg, w_kn, x2, w_op, b, down, up, scale, activation, xa, xa_in_loop, store_xa, pre):
     """One launch of lora_persistent_kernel: with `cfg` (a probe) or autotuned (cfg None)."""
     (M, K), N, R = x2.shape, w_op.shape[1], down.shape[0]
+    # Triton keeps its allocator per thread, and autograd runs backward on a thread of its own: set it here
+    triton.set_allocator(scratch_for_descriptors)
     out = torch.empty((M, N), device=x2.device, dtype=x2.dtype)
     w = w_op if w_kn else w_op.t()
     s, inv, xa_p, up_p, b_p, s_xa, s_upr, s_upn, s_b = _adapter_args(scale, xa, up, b, out)

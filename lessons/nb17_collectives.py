@@ -5,7 +5,7 @@
 Times all_reduce, all_gather_into_tensor and reduce_scatter_tensor on fp32 buffers of 1 MiB to 1 GiB (4 KiB to 1 MiB
 on a CPU, gloo), turns each time into nccl-tests' bus bandwidth, then times the 1 GiB all-reduce on communicators
 with a fixed number of NCCL CTAs (thread blocks, one SM each). Rank 0 writes the JSON; every rank reports the
-slowest rank's time (a collective is as fast as its last rank).
+slowest rank's time (a collective is as fast as its last rank). ``--skip-settings`` leaves the NCCL settings out.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ def cta_groups(world: int) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--skip-settings", action="store_true", help="only the sweep: no communicator per CTA count")
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=FutureWarning)  # newer torch renames reduce_scatter_tensor
     rank, world, device = init_distributed()
@@ -80,7 +81,7 @@ def main() -> None:
             sweep.append({"op": op, "bytes": nbytes, "seconds": seconds,
                           "bus GB/s": bus_bandwidth(op, nbytes, seconds, world)})
     settings = {}
-    if gpu:
+    if gpu and not args.skip_settings:
         groups = cta_groups(world)
         for _ in range(3):                               # interleaved rounds: clocks drift, so each gets a share
             for name, group in groups.items():

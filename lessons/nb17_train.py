@@ -6,7 +6,11 @@ First a small model in fp32: the gradients that each data-parallel way leaves on
 process that sees every rank's batch. Then the GPT-like model (GPTConfig(): about 150M parameters; a tiny one on a
 CPU), each way on the same per-GPU batch: the step time (the slowest rank's), the memory that parameters, gradients
 and optimizer state hold per GPU, the step's peak; rank 0 records a profiler trace of a few steps of some of them.
-``--check-only`` stops after the gradients. Rank 0 writes the JSON and the traces beside it.
+``--check-only`` stops after the gradients; ``--skip-check`` leaves them out; ``--variants NAME ...`` times only those
+ways (names of VARIANTS; default: all). Rank 0 writes the JSON and the traces beside it.
+
+    torchrun --standalone --nproc-per-node 4 -m lessons.nb17_train --out .cache/nb17b/4/train.json --skip-check \\
+        --variants "1 GPU (no communication)" FSDP2
 """
 
 from __future__ import annotations
@@ -195,22 +199,36 @@ def measure(name: str, cfg: GPTConfig, device: torch.device, rank: int, world: i
 PROFILED_STEPS = 3
 
 
-@record
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; ``variants`` comes back as names of VARIANTS in VARIANTS' order (all of them by default)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--check-only", action="store_true", help="only compare the gradients with one process'")
-    args = parser.parse_args()
+    parser.add_argument("--skip-check", action="store_true", help="time the ways without comparing the gradients")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), metavar="NAME",
+                        help="the ways to time, names of VARIANTS (default: all): " + "; ".join(VARIANTS))
+    args = parser.parse_args(argv)
+    if args.check_only and args.skip_check:
+        parser.error("--check-only and --skip-check exclude each other")
+    args.variants = [name for name in VARIANTS if name in (args.variants or VARIANTS)]
+    return args
+
+
+@record
+def main() -> None:
+    args = parse_args()
     warnings.filterwarnings("ignore", message=".*(static_graph|bucket_view|TypedStorage).*")
     rank, world, device = init_distributed()
     cuda = device.type == "cuda"
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    result = {"world": world, "backend": dist.get_backend(), "gradient check": gradient_check(device, rank, world)}
+    result = {"world": world, "backend": dist.get_backend()}
+    if not args.skip_check:
+        result["gradient check"] = gradient_check(device, rank, world)
     if not args.check_only:
         cfg = GPTConfig() if cuda else TINY
         result.update(config=vars(cfg), params=cfg.params(), bytes_per_param=4, rows=[
             measure(name, cfg, device, rank, world, args.out.parent)
-            for name, (kind, options) in VARIANTS.items() if cuda or "ctas" not in options])
+            for name in args.variants if cuda or "ctas" not in VARIANTS[name][1]])
     if rank == 0:
         args.out.write_text(json.dumps(result, indent=1))
         print(f"rank 0 of {world} ({dist.get_backend()}): {len(result.get('rows', []))} ways timed -> {args.out.name}")

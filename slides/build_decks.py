@@ -59,6 +59,8 @@ COURSE_NAME = "GPU performance engineering for deep learning"
 #: The first cell of a notebook whose committed outputs come from a CPU run says exactly this
 #: (tests/test_notebooks_structure.py keeps it so). Its deck then quotes no figure and shows no plot.
 CPU_OUTPUTS_BANNER = "**The outputs below come from a CPU run: this notebook's H100 run is still owed.**"
+#: ... or from a run on the other card (H200): its figures are not the reference's, so a deck quotes none either
+H200_OUTPUTS_BANNER = "**The outputs below come from a run on H200 GPUs: this notebook's H100 run is still owed.**"
 MIN_SLIDES, MAX_SLIDES = 10, 25
 #: Slide kinds a deck marks with ``<!-- kind: NAME -->``; the first four are required in every deck.
 REQUIRED_KINDS = ("title", "question", "try", "summary")
@@ -121,7 +123,11 @@ class Notebook:
 
     @property
     def cpu_outputs(self) -> bool:
-        return CPU_OUTPUTS_BANNER in _source(self.cells[0])
+        return CPU_OUTPUTS_BANNER in _source(self.cells[0]) or self.h200_outputs
+
+    @property
+    def h200_outputs(self) -> bool:
+        return H200_OUTPUTS_BANNER in _source(self.cells[0])
 
     def provenance(self) -> str:
         """The text output of the provenance cell (cell 3: cu.print_environment())."""
@@ -840,7 +846,8 @@ class DeckContext:
         nb = self.nb
         if nb.cpu_outputs:
             provenance = (f'<div class="owed"><strong>H100 figures owed.</strong> The committed outputs of '
-                          f"notebooks/{nb.stem}.ipynb come from a CPU run, and no H100 results are saved for it "
+                          f"notebooks/{nb.stem}.ipynb come from {'an H200' if nb.h200_outputs else 'a CPU'} run, "
+                          "and no H100 results are saved for it "
                           "yet: this deck shows the method and the code, and quotes no measured figure.</div>")
         elif (self.results.folder / f"{nb.stem}.json").exists():
             env = self.results.get(nb.stem).environment

@@ -88,3 +88,23 @@ def test_from_scratch_data_parallelism_gives_one_process_gradients(tmp_path):
                            "(b) one flat all-reduce", "(c) buckets from hooks", "torch DDP"}
     for name, error in errors.items():
         assert (error > 1e-2) if name.startswith("no all-reduce") else (error < 1e-5), (name, error)
+
+
+def test_train_script_times_only_the_ways_asked_for(capsys):
+    """nb17_train's --variants and --skip-check (deep dive 17b runs four ways on each world size, no gradient check);
+    by default every way and the check, as notebook 17 runs it."""
+    from lessons.nb17_train import PROFILED, VARIANTS, parse_args
+
+    default = parse_args(["--out", "t.json"])
+    assert default.variants == list(VARIANTS) and not default.skip_check and not default.check_only
+    chosen = parse_args(["--out", "t.json", "--skip-check", "--variants", "FSDP2", "1 GPU (no communication)",
+                         "FSDP2"])
+    assert chosen.variants == ["1 GPU (no communication)", "FSDP2"] and chosen.skip_check  # VARIANTS' order, once
+    # 17b reads the overlap of these four from their traces: each must be profiled
+    assert {"1 GPU (no communication)", "torch DDP, default (25 MB buckets)", "torch DDP, one bucket",
+            "FSDP2"} <= set(PROFILED) <= set(VARIANTS)
+    for bad, words in ((["--variants", "torch DDP"], "invalid choice: 'torch DDP'"),
+                       (["--check-only", "--skip-check"], "exclude each other")):
+        with pytest.raises(SystemExit):
+            parse_args(["--out", "t.json", *bad])
+        assert words in capsys.readouterr().err

@@ -17,6 +17,9 @@ NOTEBOOKS = MAIN_NOTEBOOKS + sorted((ROOT / "notebooks" / "deep_dives").glob("[0
 #: The one way a notebook may be committed with CPU outputs: it says so to the learner in its first cell,
 #: and its provenance cell shows the CPU run. The H100 run that replaces them is owed.
 CPU_OUTPUTS_BANNER = "**The outputs below come from a CPU run: this notebook's H100 run is still owed.**"
+#: The same for outputs from the H200 (the same software on the other card the course is run on): its provenance
+#: cell shows the H200, and the README's row says so. Ratios are same-run, so they hold on either card.
+H200_OUTPUTS_BANNER = "**The outputs below come from a run on H200 GPUs: this notebook's H100 run is still owed.**"
 
 
 def _cells(path: Path) -> list[dict]:
@@ -58,7 +61,10 @@ def test_committed_outputs_come_from_the_reference_gpu(path):
         assert "interpreter (CPU)" in provenance, \
             f"{path.name} says its outputs come from a CPU run, but its provenance shows a GPU: drop the banner"
         return
-    assert "H100" in provenance, f"{path.name}: commit the outputs of its H100 run (./course.sh execute on the H100)"
+    if H200_OUTPUTS_BANNER in _source(cells[0]):
+        assert "H200" in provenance, f"{path.name} says its outputs come from an H200, but its provenance does not"
+    else:
+        assert "H100" in provenance, f"{path.name}: commit the outputs of its H100 run (./course.sh execute on the H100)"
     assert "compiled" in provenance
 
 
@@ -94,3 +100,6 @@ def test_readme_lists_every_notebook_and_says_which_have_cpu_outputs():
         cpu_outputs = CPU_OUTPUTS_BANNER in _source(_cells(path)[0])
         assert ("*CPU outputs*" in row) == cpu_outputs, f"README's row for {path.name} must say *CPU outputs* " \
                                                         "exactly when the notebook carries the CPU-run banner"
+        h200_outputs = H200_OUTPUTS_BANNER in _source(_cells(path)[0])
+        assert ("*H200 outputs*" in row) == h200_outputs, f"README's row for {path.name} must say *H200 outputs* " \
+                                                          "exactly when the notebook carries the H200-run banner"

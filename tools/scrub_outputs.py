@@ -4,6 +4,8 @@
 
 Run after `./course.sh execute`. It rewrites, in stream outputs only:
 - IPython's cell file names (``/tmp/ipykernel_123/456.py:7``) as ``<cell>:7``;
+- the project's own files, in warnings and tracebacks (``/any/checkout/lessons/nb12_lora.py:618``), relative to
+  the project (``lessons/nb12_lora.py:618``);
 - an MLIR module that a failing Triton compile prints to stderr (hundreds of lines) as one line saying
   how many lines were cut; the error lines around it stay.
 tests/test_notebooks_structure.py checks that no output holds an absolute path of the machine it ran on.
@@ -18,11 +20,13 @@ from pathlib import Path
 import nbformat
 
 CELL_FILE = re.compile(r"/tmp/ipykernel_\d+/\d+\.py")
+PROJECT_FILE = re.compile(r"(?<![\w.])/(?:[\w.-]+/)*?((?:lessons|course_utils|exercises|solutions|notebooks|tests)/[\w./-]+)")
 MLIR_START = re.compile(r"^(module \{|\{-#)")
 
 
 def scrub_text(text: str) -> str:
     text = CELL_FILE.sub("<cell>", text)
+    text = PROJECT_FILE.sub(r"\1", text)
     lines, out, skipping, cut = text.split("\n"), [], False, 0
     for line in lines:
         if not skipping and MLIR_START.match(line):
