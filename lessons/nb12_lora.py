@@ -372,7 +372,10 @@ def lora_blocked_kernel(x_ptr, w_ptr, xa_ptr, up_ptr, bias_ptr, out_ptr, pre_ptr
 # Tuning. Persistent: notebook 14's pipelined tiles that the probe keeps on this GPU (its warp-specialized ones do
 # not compile with the epilogue's second dot: Triton's warp specializer takes one dot per tile loop). Blocked:
 # notebook 07's tiles and pruning. On a CPU one small tile each, so that the interpreter runs little.
-LORA_TILES = cu.pick_size([t for t in GPU_TILES if not t[6]], [t for t in CPU_TILES if not t[6]])
+# 14's pipelined tiles, and 128x256 with two epilogue subtiles on 3 stages: the adapter's tiles take shared memory
+# that the 4-stage version of that tile no longer has on an H100
+LORA_TILES = cu.pick_size([t for t in GPU_TILES if not t[6]] + [(128, 256, 64, 3, 8, 2, False)],
+                          [t for t in CPU_TILES if not t[6]])
 _KEY = ["M", "N", "K", "BLOCK_R", "HAS_BIAS", "STORE_PRE", "ACTIVATION"]
 
 

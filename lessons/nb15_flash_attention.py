@@ -136,7 +136,7 @@ def fwd_metadata(grid, kernel, args) -> dict:
 
 
 @triton.jit(launch_metadata=fwd_metadata)
-def attn_fwd_kernel(Q, K, V, O, LSE, sm_scale, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+def attn_fwd_kernel(Q, K, V, O, LSE, sm_scale, N_CTX, N_KEY, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                     BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr, FP64: tl.constexpr):
     # Program (i, bh): query rows i*BLOCK_M.. of one (batch, head); O = softmax(Q K^T * scale) V for them.
     start_m, bh = tl.program_id(0), tl.program_id(1)
@@ -218,7 +218,7 @@ def dkdv_tiles(dk, dv, k, v, Q, DO, LSE, DELTA, base, bh, offs_n, lo, hi, N_CTX,
 
 
 @triton.jit
-def attn_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, N_CTX, HEAD_DIM: tl.constexpr,
+def attn_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, N_CTX, N_KEY, HEAD_DIM: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                          PRECISION: tl.constexpr, FP64: tl.constexpr):
     # Program (j, bh): key rows j*BLOCK_N.. of one (batch, head); dK and dV for them, no atomics.
@@ -278,7 +278,7 @@ def dq_tiles(dq, q, do, lse, delta, K, V, base, offs_m, lo, hi, N_CTX, qk_scale,
 
 
 @triton.jit
-def attn_bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, sm_scale, N_CTX, HEAD_DIM: tl.constexpr,
+def attn_bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, sm_scale, N_CTX, N_KEY, HEAD_DIM: tl.constexpr,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                        PRECISION: tl.constexpr, FP64: tl.constexpr):
     # Program (i, bh): query rows i*BLOCK_M.. of one (batch, head); dQ for them, P recomputed.
@@ -349,9 +349,9 @@ def for_head_dim(table: dict):
     def prune(configs, named_args, **kwargs):
         args = {**named_args, **kwargs}  # Triton 3.6 passes the arguments given by keyword apart
         wanted = set(tiles_for(table, args["HEAD_DIM"]))
-        cap = max(16, triton.next_power_of_2(args["N_CTX"]))
+        cap = args["N_KEY"]  # the same tiles for every length that shares a key
         kept = [c for c in configs if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) in wanted
-                and max(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) <= max(cap, 64)]
+                and max(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) <= cap]
         return kept or configs[:1]
     return prune
 
@@ -359,7 +359,16 @@ def for_head_dim(table: dict):
 FWD_TILES = cu.pick_size(GPU_FWD, CPU_TILE)
 DKDV_TILES = cu.pick_size(GPU_DKDV, CPU_TILE)
 DQ_TILES = cu.pick_size(GPU_DQ, CPU_TILE)
-KEY = ["N_CTX", "HEAD_DIM", "CAUSAL", "FP64"]
+# The key: N rounded up to a power of two (at least 128), not N itself: every new length would tune (and compile)
+# every config again, and lengths that share a power of two want the same tiles.
+KEY = ["N_KEY", "HEAD_DIM", "CAUSAL", "FP64"]
+
+
+def n_key(n: int) -> int:
+    """The autotuning key of a sequence length: N rounded up to a power of two, at least 128."""
+    return max(128, triton.next_power_of_2(n))
+
+
 # course_utils.tuning.autotune is @triton.autotune(configs=..., key=...) that also runs in the CPU interpreter;
 # every kernel writes its outputs without reading them, so timing a config several times is harmless.
 attn_fwd = autotune(configs(FWD_TILES), key=KEY,
@@ -409,7 +418,7 @@ def attention_forward(q, k, v, causal: bool, sm_scale: float) -> tuple[torch.Ten
     o = torch.empty_like(q_)
     lse = torch.empty((B * H, N), device=q.device, dtype=torch.float64 if q.dtype == torch.float64 else torch.float32)
     grid = lambda meta: (triton.cdiv(N, meta["BLOCK_M"]), B * H)  # noqa: E731
-    attn_fwd[grid](q_, k_, v_, o, lse, sm_scale, N, HEAD_DIM=D, CAUSAL=causal, **kernel_flags(q_))
+    attn_fwd[grid](q_, k_, v_, o, lse, sm_scale, N, n_key(N), HEAD_DIM=D, CAUSAL=causal, **kernel_flags(q_))
     return o.to(q.dtype), lse
 
 
@@ -431,9 +440,9 @@ def attention_backward(do, q, k, v, o, lse, causal: bool, sm_scale: float):
     dq, dk, dv = torch.empty_like(q_), torch.empty_like(k_), torch.empty_like(v_)
     flags = kernel_flags(q_)
     attn_bwd_dkdv[lambda meta: (triton.cdiv(N, meta["BLOCK_N"]), B * H)](
-        q_, k_, v_, do_, lse, delta, dk, dv, sm_scale, N, HEAD_DIM=D, CAUSAL=causal, **flags)
+        q_, k_, v_, do_, lse, delta, dk, dv, sm_scale, N, n_key(N), HEAD_DIM=D, CAUSAL=causal, **flags)
     attn_bwd_dq[lambda meta: (triton.cdiv(N, meta["BLOCK_M"]), B * H)](
-        q_, k_, v_, do_, lse, delta, dq, sm_scale, N, HEAD_DIM=D, CAUSAL=causal, **flags)
+        q_, k_, v_, do_, lse, delta, dq, sm_scale, N, n_key(N), HEAD_DIM=D, CAUSAL=causal, **flags)
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 

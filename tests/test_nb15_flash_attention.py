@@ -126,6 +126,20 @@ def test_prune_reads_arguments_given_by_keyword():
     from lessons.nb15_flash_attention import GPU_FWD, configs, for_head_dim
 
     prune, all_configs = for_head_dim(GPU_FWD), configs(GPU_FWD)
-    by_keyword = prune(all_configs, {"N_CTX": 4096}, HEAD_DIM=128, CAUSAL=True)
-    assert by_keyword == prune(all_configs, {"N_CTX": 4096, "HEAD_DIM": 128, "CAUSAL": True})
+    by_keyword = prune(all_configs, {"N_CTX": 4096, "N_KEY": 4096}, HEAD_DIM=128, CAUSAL=True)
+    assert by_keyword == prune(all_configs, {"N_CTX": 4096, "N_KEY": 4096, "HEAD_DIM": 128, "CAUSAL": True})
     assert {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) for c in by_keyword} == set(GPU_FWD[128])
+
+
+def test_lengths_share_a_tuning_per_power_of_two():
+    """The autotuner's key is N rounded up to a power of two (at least 128): the short lengths of the checks
+    (1, 17, 64, 100) tune once, not four times, and the prune keeps the same tiles for all of them."""
+    from lessons.nb15_flash_attention import GPU_FWD, KEY, configs, for_head_dim, n_key
+
+    assert "N_KEY" in KEY and "N_CTX" not in KEY
+    assert {n_key(n) for n in (1, 17, 64, 100, 128)} == {128}
+    assert [n_key(n) for n in (129, 4096, 4097)] == [256, 4096, 8192]
+    prune, all_configs = for_head_dim(GPU_FWD), configs(GPU_FWD)
+    kept = {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in prune(all_configs, {"N_CTX": 1, "N_KEY": n_key(1)},
+                                                                     HEAD_DIM=64, CAUSAL=False)}
+    assert kept == {(bm, bn) for bm, bn, _, _ in GPU_FWD[64]}

@@ -15,12 +15,12 @@ def io(dtype: str, *names: str) -> dict:
 
 
 def fwd(dtype: str) -> dict:
-    return {**io(dtype, "Q", "K", "V", "O"), "LSE": "*fp32", "sm_scale": "fp32", "N_CTX": "i32"}
+    return {**io(dtype, "Q", "K", "V", "O"), "LSE": "*fp32", "sm_scale": "fp32", "N_CTX": "i32", "N_KEY": "i32"}
 
 
 def bwd(dtype: str, *grads: str) -> dict:
     return {**io(dtype, "Q", "K", "V", "DO"), "LSE": "*fp32", "DELTA": "*fp32", **io(dtype, *grads),
-            "sm_scale": "fp32", "N_CTX": "i32"}
+            "sm_scale": "fp32", "N_CTX": "i32", "N_KEY": "i32"}
 
 
 def tma(dtype: str, bm: int, bn: int, d: int) -> dict:
