@@ -272,6 +272,24 @@ Note:
 Walk through the kernel: offsets, mask, load, store.
 
 ---
+## One program per block
+
+{{{{ diagram("programs_and_mask", size="short", caption="one program per block; the mask keeps the last block inside the vector") }}}}
+
+Note:
+Draw your chapter's own mechanism here (slides/diagrams.py draws every diagram by code; add one there).
+
+---
+<!-- kind: try -->
+## Try it
+
+1. The first exercise of the notebook, in one line: what to write, what the grader checks
+2. A change to the measured code, and the question it answers
+
+Note:
+Which exercise teaches the most, and what a learner usually gets wrong first.
+
+---
 <!-- kind: summary -->
 ## Summary
 
