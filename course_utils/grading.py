@@ -22,11 +22,18 @@ compiles every Triton kernel the learner launched for sm_80 and sm_90 (`kernel_i
 interpreter accepts but Triton cannot compile fails there.
 
 On a GPU the kernels are compiled and run there, unwatched; a kernel the JIT cannot compile fails its case with
-the compiler's words. Where the learner's code launched Triton kernels, the grading then takes a second look in
-the interpreter (`_replay`: the same call on CPU copies of the inputs, every kernel interpreted, watched): at the
-smallest failing case, whose message becomes the read outside or the race the watch saw there, if any; and, when
-every case passed, at the first drawn case and the family cases ("programs" with the small block): a read outside
-or a race there fails the grading, as on a CPU. Replays never compare values (the GPU's were compared).
+the compiler's words. A kernel that reads or writes outside its tensors there can do worse than give wrong values:
+an illegal memory access loses the process's CUDA context for good (every later CUDA call of the notebook fails
+alike). So before any case runs on the GPU, the grading looks at cases in the interpreter (`_interpret`: the same
+call on CPU copies of the inputs, every Triton kernel interpreted, watched; bounded by `REPLAY_SECONDS`): the first
+drawn case (hypothesis's simplest) and, if that launched Triton kernels, every family case ("programs" with the
+small block). A write outside, a read outside or a race seen there fails the grading, and the GPU never runs that
+kernel. These looks compare no values (the GPU's are compared) and what the call raises there is no verdict (the
+GPU run says). After a case fails on the GPU, the smallest failing case is looked at the same way, and its message
+becomes what the watch saw there, if anything; a grading whose results change from run to run, the last case run.
+If the GPU is lost all the same (a larger drawn case, a CUDA C++ extension: no interpreter for those), the grading
+stops at that case with one message that says so and to restart the kernel (`_gpu_lost`: torch.AcceleratorError,
+Triton's "Triton Error [CUDA]"), and a grading that starts on a lost GPU says so at once, running nothing.
 """
 
 from __future__ import annotations
@@ -78,7 +85,8 @@ FAMILIES = {
 }
 #: A case's deadline, in seconds (CPU, GPU: the first case of a GPU grading compiles its kernels).
 CASE_SECONDS = (10.0, 60.0)
-#: The deadline of a GPU grading's replay of a case in the interpreter (`_replay`), in seconds: past it, no verdict.
+#: The deadline of a GPU grading's look at a case in the interpreter (`_interpret`), in seconds: past it, what the
+#: watch saw until then.
 REPLAY_SECONDS = 5.0
 #: The architectures a CPU grading compiles the learner's Triton kernels for (A100, H100).
 COMPILE_ARCHS = ("sm_80", "sm_90")
@@ -232,7 +240,7 @@ class _Watch:
     addresses two programs of one launch store to without atomics, and the (kernel, signature) launched."""
 
     def __init__(self, guarded: Callable[[], list[tuple[torch.Tensor, str]]]) -> None:
-        self.guarded, self.reads, self.race, self.launches = guarded, {}, "", []
+        self.guarded, self.reads, self.race, self.launches, self.runs = guarded, {}, "", [], 0
         self._regions: list = []
         self._count = -1
         self._stores: list = []
@@ -355,6 +363,7 @@ class _Watch:
         def launch(kernel, *args, grid, warmup, **kwargs):
             if not warmup:
                 watch._record(kernel, args, kwargs)
+                watch.runs += 1
             watch._stores = []
             out = run(kernel, *args, grid=grid, warmup=warmup, **kwargs)
             if not warmup:
@@ -365,6 +374,9 @@ class _Watch:
         (ti.InterpreterBuilder.create_masked_load, ti.InterpreterBuilder.create_masked_store,
          ti.InterpreterBuilder.create_atomic_rmw, ti.InterpreterBuilder.create_atomic_cas,
          ti.InterpretedFunction.run) = masked_load, masked_store, atomic_rmw, atomic_cas, launch
+        self._patch_tensor = getattr(ti, "_patch_lang_tensor", None)
+        if self._patch_tensor is not None:
+            ti._patch_lang_tensor = _index_of_one_element(self._patch_tensor)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -373,6 +385,8 @@ class _Watch:
         (ti.InterpreterBuilder.create_masked_load, ti.InterpreterBuilder.create_masked_store,
          ti.InterpreterBuilder.create_atomic_rmw, ti.InterpreterBuilder.create_atomic_cas,
          ti.InterpretedFunction.run) = self._saved
+        if self._patch_tensor is not None:
+            ti._patch_lang_tensor = self._patch_tensor
 
     def read_outside(self) -> str:
         order = [what for _, what in self.guarded()]  # the inputs in the order of the arguments, then allocations
@@ -381,6 +395,18 @@ class _Watch:
             return (f"read outside {what}: {after} active lane(s) past its end, {before} before its start (a load "
                     "outside an input: a missing mask? a mask on the store only? an unmasked load of a scale?)")
         return ""
+
+
+def _index_of_one_element(patch: Callable) -> Callable:
+    """Triton's ``_patch_lang_tensor`` (what the interpreter sets on ``tl.tensor`` while a kernel runs), with an
+    ``__index__`` that takes a scalar held in a 1-element array: Triton 3.6's ``int(array)`` is an error in NumPy 2.4,
+    so ``range(0, tl.cdiv(K, BLOCK_K))`` in a kernel failed there (Triton 3.7 does what this does)."""
+    def patched(tensor, scope) -> None:
+        patch(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0])
+                       if np.size(self.handle.data) == 1 else int(self.handle.data))
+
+    return patched
 
 
 class _NoWatch:
@@ -515,15 +541,23 @@ def _on_cpu(value: Any, copies: dict) -> Any:
 
 
 def _replay(exercise: Exercise, fn: Callable[..., Any], case: Inputs, small_block: bool = False) -> str:
-    """A GPU grading's second look at ``case``: ``fn`` once more, on CPU copies of its inputs, its Triton kernels
-    in the interpreter, watched as on a CPU. '' or the read outside an input or the race that the watch saw: on
-    the GPU a load outside an input returns what lies there, which the result may never show, and lost updates
-    depend on timing. The replay's values are not compared (the GPU's were); what it raises is ignored."""
+    """A GPU grading's look at ``case`` in the interpreter (`_interpret`): '' or what the watch saw."""
+    return _interpret(exercise, fn, case, small_block)[0]
+
+
+def _interpret(exercise: Exercise, fn: Callable[..., Any], case: Inputs, small_block: bool = False) -> tuple[str, int]:
+    """``fn`` on CPU copies of ``case``'s inputs, its Triton kernels in the interpreter, watched as on a CPU: (a
+    write outside a tensor, a read outside an input or a race the watch saw, or ''; the kernels launched). A GPU
+    grading does this before it runs a case on the GPU (where such a kernel could make the process lose the GPU,
+    and a read outside returns what lies there, which the result may never show; lost updates depend on timing),
+    and at the smallest case that failed there. Values are not compared (the GPU's are); what ``fn`` raises here
+    is no verdict (the interpreter is not the GPU): the GPU run says. Past `REPLAY_SECONDS` (or the case's deadline,
+    if shorter): what was seen until then."""
     mode = _GuardAllocations()
     try:
         args = _on_cpu(case.make(), {})
     except Exception:  # noqa: BLE001 - inputs that cannot live on the CPU: no second look
-        return ""
+        return "", 0
     inputs = [(a, f"the input {n}") for a, n in zip(args, _arg_names(exercise) + [""] * len(args))
               if hasattr(a, "_course_guard")]
     watch = _Watch(lambda: inputs + mode.made)
@@ -535,10 +569,65 @@ def _replay(exercise: Exercise, fn: Callable[..., Any], case: Inputs, small_bloc
             fn(*args, **kwargs)
 
     try:
-        _within(REPLAY_SECONDS, call)
-    except (Exception, _Timeout):  # noqa: BLE001 - the GPU run said what it raised; what the watch saw still counts
+        _within(min(REPLAY_SECONDS, _deadline(exercise)), call)
+    except (Exception, _Timeout):  # noqa: BLE001 - what the watch saw still counts
         pass
-    return watch.read_outside() or watch.race
+    try:
+        wrote = next((d for d in (_damage(t, what) for t, what in inputs + mode.made) if d), "")
+    except Exception:  # noqa: BLE001 - a guard the call replaced: no verdict on writes
+        wrote = ""
+    return wrote or watch.read_outside() or watch.race, watch.runs
+
+
+# ---- a GPU the process lost: CUDA's sticky errors --------------------------------------------------------------
+#: CUDA's words for the errors after which a process's CUDA context is lost: every later CUDA call fails alike.
+_LOST_WORDS = ("illegal memory access", "device-side assert", "unspecified launch failure", "misaligned address",
+               "illegal instruction", "invalid program counter", "hardware stack error", "launch timed out",
+               "uncorrectable ecc error")
+#: What to do then, in the learner's words.
+_RESTART = ("Restart the notebook's kernel (Jupyter: Kernel > Restart; Colab: Runtime > Restart session) and run "
+            "its cells again.")
+
+
+def _gpu_lost(err: BaseException | None) -> str:
+    """CUDA's words if ``err`` (or an exception it came from or holds) says that this process lost its CUDA
+    context (`_LOST_WORDS`: torch.AcceleratorError, Triton's "Triton Error [CUDA]: ..."), else ''."""
+    todo, seen = [err], set()
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, RuntimeError):
+            line = next((ln.strip() for ln in str(e).splitlines() if any(w in ln.lower() for w in _LOST_WORDS)), "")
+            if line:
+                return line[:200]
+        todo += [e.__cause__, e.__context__, *getattr(e, "exceptions", ())]
+    return ""
+
+
+class _Lost(BaseException):
+    """The GPU failed for good during a case (`_gpu_lost`): the grading stops at once; ``where``: the case."""
+
+    def __init__(self, words: str, where: str = "") -> None:
+        super().__init__(words, where)
+        self.words, self.where = words, where
+
+    def message(self) -> str:
+        where = f"The smallest failing case: {self.where}: the GPU failed" if self.where else \
+            "The GPU failed while the grader made the inputs of a case"
+        return (f"{where} ({self.words}), and this Python process can no longer use it (every later CUDA call fails "
+                "alike), so the grading stopped here. The usual cause is a kernel that reads or writes outside its "
+                f"tensors: a load or a store without a mask, a wrong offset or stride. {_RESTART}")
+
+
+def _gpu_state() -> str:
+    """'' if this process can use its GPU, else CUDA's words for why not (a kernel run earlier lost it)."""
+    try:
+        torch.cuda.synchronize()
+    except Exception as err:  # noqa: BLE001
+        return _gpu_lost(err)
+    return ""
 
 
 def _compile_failure(err: BaseException) -> str:
@@ -725,6 +814,8 @@ def _check_here(exercise: Exercise, fn: Callable[..., Any], case: Inputs) -> str
         raise _Failed() from err
     except Exception as err:  # noqa: BLE001 - what the learner's code raised is the answer to report
         got = err
+    if got is not None and (lost := _gpu_lost(got)):
+        raise _Lost(lost)
     if _RUN["jobs"] is not None:
         _RUN["jobs"].extend(watch.launches)
     try:
@@ -972,8 +1063,8 @@ def grade(exercise: Exercise, fn: Callable[..., Any] | None, *, quiet: bool = Fa
             compiling["thread"] = threading.Thread(target=work, daemon=True)
             compiling["thread"].start()
 
-    replays = HAS_CUDA and not exercise.isolate  # a GPU grading's second look, if the learner launched kernels
-    launches, failing = _Launches(), {}
+    replays = HAS_CUDA and not exercise.isolate  # a GPU grading's looks in the interpreter, if kernels are launched
+    launches, failing, screened = _Launches(), {}, {"all": False}
 
     def tag(family: str) -> str:
         return f" [{family}]" if family else ""
@@ -984,6 +1075,12 @@ def grade(exercise: Exercise, fn: Callable[..., Any] | None, *, quiet: bool = Fa
         try:
             why = _check(exercise, fn, case)
             failing.update(case=case, family=family, watchable=_RUN["watchable"])
+        except _Lost as lost:
+            raise _Lost(lost.words, f"{case.about}{tag(family)}") from None
+        except Exception as err:  # the reference or the grader's own GPU work, after the GPU was lost
+            if lost := _gpu_lost(err):
+                raise _Lost(lost, f"{case.about}{tag(family)}") from None
+            raise
         finally:
             _RUN.update(jobs=None, small_block=False, watchable=False)
         if check_compiles:
@@ -1001,7 +1098,34 @@ def grade(exercise: Exercise, fn: Callable[..., Any] | None, *, quiet: bool = Fa
     def run(case: Inputs) -> None:
         one(case)
 
+    def first_case() -> Inputs:
+        """The case the drawn ones start with (hypothesis's simplest), drawn alone."""
+        drawn: list = []
+
+        @settings(database=None, deadline=None, derandomize=True, max_examples=1, phases=(Phase.generate,),
+                  suppress_health_check=list(HealthCheck), print_blob=False)
+        @given(exercise.inputs)
+        def draw(case: Inputs) -> None:
+            drawn.append(case)
+
+        draw()
+        return drawn[0]
+
+    def screen() -> None:
+        """On a GPU, before any case runs there: the first drawn case in the interpreter, watched, and, if that
+        launched Triton kernels, every family case (the "programs" ones with the small block). A write or read
+        outside, or a race, fails the grading there: the GPU never runs a kernel the interpreter saw doing that."""
+        for family, case in [("", first_case()), *exercise.family_cases()]:
+            why, kernels = _interpret(exercise, fn, case, family == "programs")
+            if why:
+                raise _Failed(f"{case.about}{tag(family)}: {why}")
+            if not family and not kernels:
+                return  # no Triton kernel: nothing for the interpreter to watch (looked at again if the GPU runs one)
+        screened["all"] = True
+
     def all_cases() -> None:
+        if replays:
+            screen()
         try:
             run()  # the drawn cases first: a failure among them is shrunk to the smallest
             for family, case in exercise.family_cases():
@@ -1012,18 +1136,25 @@ def grade(exercise: Exercise, fn: Callable[..., Any] | None, *, quiet: bool = Fa
                     and (why := _replay(exercise, fn, failing["case"], failing["family"] == "programs"))):
                 raise _Failed(f"{failing['case'].about}{tag(failing['family'])}: {why}") from None
             raise
-        except errors.Flaky:  # on a GPU, results that change from run to run: a race? The last case run, watched
+        except errors.Flaky:  # results that change from run to run: a race? The last case run, watched on a GPU
+            where = f"{failing['case'].about}{tag(failing['family'])}" if failing else "a case"
             if (launches.count and failing
                     and (why := _replay(exercise, fn, failing["case"], failing["family"] == "programs"))):
-                raise _Failed(f"{failing['case'].about}{tag(failing['family'])}: {why}") from None
-            raise
-        if launches.count:  # all passed on the GPU: what the watch sees in the first drawn case (hypothesis's
-            for family, case in [("", cases[0]), *exercise.family_cases()]:  # simplest) and the family cases
+                raise _Failed(f"{where}: {why}") from None
+            raise _Failed(f"{where}: the same input gave different results from run to run (a race between "
+                          "programs?)") from None
+        if launches.count and not screened["all"]:  # the GPU ran Triton kernels that the first case's look did
+            for family, case in [("", cases[0]), *exercise.family_cases()]:  # not launch: the looks skipped then
                 if why := _replay(exercise, fn, case, family == "programs"):
                     raise _Failed(f"{case.about}{tag(family)}: {why}")
 
     try:
-        if fn is not None:
+        if fn is not None and HAS_CUDA and (lost := _gpu_state()):  # a kernel run before this grading lost it
+            status, message = "FAILED", (
+                f"The GPU failed before this grading ({lost}), in code run earlier in this Python process, which can "
+                "no longer use it: every CUDA call fails alike, so nothing was graded. The usual cause is a kernel "
+                f"that read or wrote outside its tensors. {_RESTART}")
+        elif fn is not None:
             with launches if replays else contextlib.nullcontext():
                 all_cases()
             if check_compiles and jobs:
@@ -1036,8 +1167,12 @@ def grade(exercise: Exercise, fn: Callable[..., Any] | None, *, quiet: bool = Fa
         status, message = ("FAILED", f"The smallest failing case: {err}") if err.args else (NOT_ATTEMPTED, "")
     except _Stop as err:
         status, message = "FAILED", f"The smallest failing case: {err}"
-    except errors.Flaky:
-        status, message = "FAILED", "the same input gave different results from run to run (a race between programs?)"
+    except _Lost as lost:
+        status, message = "FAILED", lost.message()
+    except Exception as err:  # noqa: BLE001 - the GPU lost while hypothesis made a case's inputs: the same words
+        if not (lost := _gpu_lost(err)):
+            raise
+        status, message = "FAILED", _Lost(lost).message()
     report = Report(exercise.name, status, len(cases), time.perf_counter() - start, message)
     if not quiet:
         print(report)

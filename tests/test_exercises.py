@@ -11,7 +11,8 @@
 - a GPU grading of each reference solution compiles few Triton kernels (counted here, on a CPU).
 
 On a CPU the C++ twins of notebooks 03 and 04 (the reference and the wrong variants) are built into one
-extension, once (a build costs 25-40 s here). On a GPU the CUDA solutions are built and graded instead.
+extension, once (a build costs 25-40 s here). On a GPU the CUDA solutions are built and graded instead, and each
+wrong answer that runs kernels is graded in a process of its own (one that loses its GPU fails no other test).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import pytest
 
 import course_utils as cu  # noqa: F401 - first: on a CPU it switches Triton to its interpreter
 from course_utils import kernel_inspect as ki
-from course_utils.grading import COMPILE_ARCHS, NOT_ATTEMPTED, Exercise, grade
+from course_utils.grading import COMPILE_ARCHS, NOT_ATTEMPTED, Exercise, Report, grade
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/wrong_solutions is imported as wrong_solutions
 
@@ -97,8 +98,12 @@ def _wrong(nb: str) -> list[tuple]:
 
 
 #: On a GPU the drawn cases are GPU-sized (`course_utils.pick_size`): a wrong answer that only a family case
-#: catches on a CPU may fail there on a drawn case first, with other words. (exercise, label) -> the words then.
-GPU_WORDS = {("07.2 matmul_split_k", "fp16 partials"): ["splits=", "values wrong"]}
+#: catches on a CPU may fail there on a drawn case first, with other words. And the family cases are looked at in
+#: the interpreter before any case runs on the GPU: a read outside that a CPU grading meets only after a drawn case
+#: failed (its values) fails a GPU grading first. (exercise, label) -> the words then.
+GPU_WORDS = {("07.2 matmul_split_k", "fp16 partials"): ["splits=", "values wrong"],
+             ("07.3 linear", "bias indexed by rows"): ["read outside the input bias"],
+             ("14.3 matmul_fp8_rowwise", "W read as K x N"): ["read outside the input w_q"]}
 #: Python 3.12 words the error of max() of nothing otherwise (the H100's Python is 3.12, CI's 3.11).
 PYTHON_WORDS = ({"max() arg is an empty sequence": "max() iterable argument is empty"} if sys.version_info >= (3, 12)
                 else {})
@@ -177,13 +182,45 @@ def test_solution_passes(nb, name, request):
     assert report.seconds < SECONDS_PER_GRADING, f"{exercise.name}: {report.seconds:.1f} s"
 
 
+#: On a GPU each wrong answer whose exercise runs kernels is graded in a process of its own (`_graded_apart`): a
+#: kernel that the grader's look in the interpreter lets through and that makes an illegal memory access loses its
+#: process's GPU for good (the grader then says so), and would fail every later test of that process.
+_GRADE_ONE = r"""
+import json, sys
+import course_utils  # noqa: F401 - first: the interpreter on a CPU
+import test_exercises as te
+
+exercise, label, fn, words = te._wrong(sys.argv[1])[int(sys.argv[2])]
+report = te.grade(exercise, fn, quiet=True)
+print(json.dumps({"status": report.status, "cases": report.cases, "seconds": report.seconds,
+                  "message": report.message}))
+"""
+
+
+def _graded_apart(nb: str, index: int) -> Report:
+    root = Path(__file__).resolve().parent.parent
+    import torch
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")]),
+           "OMP_NUM_THREADS": str(torch.get_num_threads())}  # this worker's share of the cores (tests/conftest.py)
+    run = subprocess.run([sys.executable, "-c", _GRADE_ONE, nb, str(index)], cwd=root, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    answer = json.loads(run.stdout.splitlines()[-1])
+    return Report(_wrong(nb)[index][0].name, answer["status"], answer["cases"], answer["seconds"], answer["message"])
+
+
 @pytest.mark.parametrize("nb, index", [(nb, i) for nb in NOTEBOOKS for i in range(len(_wrong(nb)))],
                          ids=lambda v: v if isinstance(v, str) else str(v))
 def test_wrong_answer_fails_with_a_helpful_message(nb, index, request):
     exercise, label, fn, words = _wrong(nb)[index]
     if cu.HAS_CUDA and isinstance(fn, str):
         pytest.skip("a C++ twin: graded on a CPU")
-    report = grade(exercise, _function(nb, fn, request), quiet=True)
+    name = next(n for n, e in _exercises(nb).items() if e is exercise)
+    if cu.HAS_CUDA and f"{nb}.{name}" not in PLAIN_PYTHON:
+        report = _graded_apart(nb, index)
+    else:
+        report = grade(exercise, _function(nb, fn, request), quiet=True)
     assert report.status == "FAILED", f"{exercise.name}, {label}: the grader let it pass ({report})"
     assert report.message.startswith("The smallest failing case: "), str(report)
     missing = [w for w in _expected(exercise, label, words) if w not in report.message]
@@ -334,6 +371,7 @@ def call(exercise, fn, case, jobs=None):
 
 
 InterpretedFunction.run, grading._check = launch, call
+grading._interpret = lambda *args, **kwargs: ("", 0)  # the grader's looks in the interpreter compile nothing
 counts = {}
 for nb, names in json.loads(sys.argv[1]).items():
     exercises, solutions = importlib.import_module(f"exercises.{nb}"), importlib.import_module(f"solutions.{nb}")

@@ -83,8 +83,8 @@ def test_programs_family_passes_the_small_block_to_a_function_that_takes_it():
 
     exercise = _exercise(block={"block": 16}, families={"programs": lambda: [case("x (block=16)", values(randn(40)))]})
     assert grade(exercise, double, quiet=True).passed
-    if cu.HAS_CUDA:  # the family runs on a CPU only (GPU-sized drawn cases need many programs): the drawn case
-        assert seen == [1024]
+    if cu.HAS_CUDA:  # the family runs on a CPU only (GPU-sized drawn cases need many programs): the drawn case,
+        assert seen == [1024, 1024]  # looked at in the interpreter (no Triton kernel: no family looked at), then run
     else:
         assert seen[-1] == 16 and set(seen[:-1]) == {1024}
 
@@ -225,6 +225,20 @@ def _shifted_copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _late_shift_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs + n // 32, mask=offs < n)  # one element on from n = 32: the last lane reads past x
+    tl.store(out_ptr + offs, 2 * x, mask=offs < n)
+
+
+@triton.jit
+def _copy_unmasked_store_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, 2 * x)  # past the end of out on the last block
+
+
+@triton.jit
 def _max_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, ATOMIC: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = tl.max(tl.load(x_ptr + offs, mask=offs < n, other=-float("inf")), axis=0)  # tl.max: a @triton.jit function
@@ -261,6 +275,7 @@ def twin(kernel):
 
 
 def run(self, *args, grid, warmup, **kwargs):  # the GPU's JIT: compile (that one kernel), launch
+    on_gpu.append(self.fn.__name__)
     if self.fn is t._loop_dtype_kernel.fn:
         signature = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
         JITFunction.__call__, jitted = call, JITFunction.__call__
@@ -298,7 +313,7 @@ def reduce(kernel, start, atomic):
     return fn
 
 
-calls = []
+calls, on_gpu = [], []
 programs = {"programs": lambda: [case("x: float32 (100,) (block=16)", values(randn(100)))]}
 total = t._exercise(reference=lambda x: x.double().sum().float(), rtol=1e-5, atol=1e-5, block={"block": 16},
                     families=programs)
@@ -310,36 +325,152 @@ gradings = {"read outside, right values": (t._exercise(), launching(t._copy_unma
             "race in a max": (largest, reduce(t._max_kernel, -float("inf"), False)),
             "atomic max": (largest, reduce(t._max_kernel, -float("inf"), True)),
             "no kernel": (t._exercise(), lambda x: calls.append(x) or 2 * x),
-            "compile error": (t._exercise(reference=lambda x: 2 * x), launching(t._loop_dtype_kernel))}
-reports = {name: str(grading.grade(exercise, fn, quiet=True)) for name, (exercise, fn) in gradings.items()}
-print(json.dumps({**reports, "calls without a kernel": len(calls)}))
+            "compile error": (t._exercise(reference=lambda x: 2 * x), launching(t._loop_dtype_kernel)),
+            "write outside": (t._exercise(), launching(t._copy_unmasked_store_kernel)),
+            "read outside after the first case": (t._exercise(inputs=st.sampled_from([5, 37]).map(
+                lambda n: t.Inputs(lambda: (t.guarded_values(randn(n)),), f"x: float32 ({n},)"))),
+                launching(t._late_shift_kernel))}
+reports, gpu_runs = {}, {}
+for name, (exercise, fn) in gradings.items():
+    on_gpu.clear()
+    reports[name] = str(grading.grade(exercise, fn, quiet=True))
+    gpu_runs[name] = len(on_gpu)
+print(json.dumps({**reports, "calls without a kernel": len(calls), "gpu runs": gpu_runs}))
 """
 
 
 @interpreter_only
-def test_a_gpu_grading_replays_cases_in_the_interpreter_for_reads_outside_and_races():
-    """On a GPU there is no watch: the grader replays the smallest failing case (else the first drawn case and the
-    family cases, with the small block) in the interpreter, on CPU copies, and reports what the watch sees there,
-    as a CPU grading would. Here a CPU plays the GPU (see `_AS_ON_A_GPU`)."""
+def test_a_gpu_grading_looks_in_the_interpreter_before_the_gpu_and_after_a_failure():
+    """On a GPU there is no watch. Before any case runs there, the grader runs the first drawn case (and, if it
+    launched Triton kernels, every family case, with the small block) in the interpreter, on CPU copies, watched: a
+    write or read outside or a race fails the grading there, and the GPU never runs that kernel (it could make the
+    process lose the GPU). After a case fails on the GPU, the smallest failing case is looked at the same way. Here
+    a CPU plays the GPU (see `_AS_ON_A_GPU`), and counts the kernels launched on it."""
     root = Path(__file__).resolve().parent.parent
     env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")])}
     run = subprocess.run([sys.executable, "-c", _AS_ON_A_GPU], cwd=root, env=env, capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
     reports = json.loads(run.stdout.splitlines()[-1])
+    gpu = reports["gpu runs"]
     assert "FAILED. The smallest failing case: x: float32 (37,): read outside the input x: 11 active lane(s) past " \
-           "its end" in reports["read outside, right values"], reports  # the GPU's values were right
+           "its end" in reports["read outside, right values"], reports  # the GPU's values would be right
     assert "x: float32 (37,): read outside the input x: 1 active lane(s) past its end" in \
-           reports["read outside, wrong values"], reports  # the GPU's wrong values: the watch's words first
+           reports["read outside, wrong values"], reports
+    assert "x: float32 (37,): wrote outside a tensor your code allocated (empty_like): 11 element(s) past its end" \
+           in reports["write outside"], reports
     assert "x: float32 (100,) (block=16) [programs]: a race in _sum_kernel: programs (0,) and (1,)" in \
            reports["race, right values"], reports  # one program in the drawn case: the family's small block
-    assert reports["atomics"].endswith("passed (1 cases)"), reports  # (the programs family: replayed only)
-    assert "[programs]: a race in _max_kernel" in reports["race in a max"], reports  # its 2nd replay: tl.max
-    assert reports["atomic max"].endswith("passed (1 cases)"), reports  # still runs in the interpreter
-    assert reports["no kernel"].endswith("passed (1 cases)") and reports["calls without a kernel"] == 1, reports
+    assert "[programs]: a race in _max_kernel" in reports["race in a max"], reports  # its 2nd look: tl.max
+    for name in ("read outside, right values", "read outside, wrong values", "write outside", "race, right values",
+                 "race in a max"):
+        assert gpu[name] == 0, (name, gpu)  # failed in the interpreter: no kernel of theirs reached the GPU
+    assert reports["atomics"].endswith("passed (1 cases)") and gpu["atomics"] >= 1, reports
+    assert reports["atomic max"].endswith("passed (1 cases)") and gpu["atomic max"] >= 1, reports
+    # the first drawn case (5) looks right in the interpreter: the GPU runs the cases, 37 fails there (values), and
+    # the look at that smallest failing case in the interpreter says why
+    assert "FAILED. The smallest failing case: x: float32 (37,): read outside the input x: 1 active lane(s) past " \
+           "its end" in reports["read outside after the first case"], reports
+    assert gpu["read outside after the first case"] >= 2, gpu
+    # no kernel: one look on CPU copies, one run; nothing more to look at
+    assert reports["no kernel"].endswith("passed (1 cases)") and reports["calls without a kernel"] == 2, reports
     assert "x: float32 (37,): Triton cannot compile _loop_dtype_kernel for sm_90 (this GPU): AssertionError(" \
            "\"Loop-carried variable acc has initial type int32" in reports["compile error"], reports  # (the
-    # replays before it left Triton's language modules as they were: else the compiler fails otherwise)
+    # looks before it left Triton's language modules as they were: else the compiler fails otherwise)
+
+
+@triton.jit
+def _looped_copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    for start in range(0, tl.cdiv(n, BLOCK)):  # the bound: a tensor holding one number, made an int by __index__
+        offs = start * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, 2 * tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@interpreter_only
+def test_a_loop_bound_from_a_tensor_runs_in_the_watched_interpreter(monkeypatch):
+    """Triton 3.6's interpreter (a GPU machine's, where the grader looks at cases in it) makes a 1-element tensor an
+    int with int(array), an error in NumPy 2.4: every kernel looping to tl.cdiv(K, BLOCK_K) failed there, unseen.
+    Its line, put back here: under the watch the loop still runs."""
+    from triton.runtime import interpreter as ti
+
+    original = ti._patch_lang_tensor
+
+    def as_in_triton_3_6(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data))
+
+    monkeypatch.setattr(ti, "_patch_lang_tensor", as_in_triton_3_6)
+
+    def double(x):
+        out = torch.empty_like(x)
+        _looped_copy_kernel[(1,)](x, out, x.numel(), BLOCK=16)
+        return out
+
+    with pytest.raises(Exception, match="0-dimensional"):  # NumPy's words, without the watch
+        double(guarded_values(randn(37)))
+    assert grade(DOUBLE, double, quiet=True).passed
+
+
+# ---- a GPU the process lost ----------------------------------------------------------------------------------------
+def _illegal_access():
+    return torch.AcceleratorError("CUDA error: an illegal memory access was encountered")
+
+
+@pytest.mark.parametrize("where", ["your function", "the reference"])
+def test_a_lost_gpu_stops_the_grading_with_one_message(where):
+    """After an illegal memory access, a process's CUDA context is lost: every later CUDA call fails alike. The
+    grading stops at the case that lost it (no more cases, no shrinking) and says so once, with what to do. (Here
+    the error is raised, not made.)"""
+    calls = []
+
+    def fn(x):
+        calls.append(x.numel())
+        if where == "your function":
+            raise _illegal_access()
+        return 2 * x
+
+    def reference(x):
+        if where == "the reference":
+            raise _illegal_access()
+        return 2 * x
+
+    inputs = st.sampled_from([5, 37, 64]).map(
+        lambda n: Inputs(lambda: (guarded_values(randn(n)),), f"x: float32 ({n},)"))
+    exercise = _exercise(reference=reference, inputs=inputs, examples=(6, 6),
+                         families={"edges": lambda: [case("x: float32 (4,)", values(randn(4)))]})
+    report = grade(exercise, fn, quiet=True)
+    assert report.status == "FAILED" and report.cases == 1, report
+    assert report.message.startswith("The smallest failing case: x: float32 (5,): the GPU failed (CUDA error: an "
+                                     "illegal memory access was encountered), and this Python process can no "
+                                     "longer use it"), report
+    assert "the grading stopped here" in report.message and "Restart the notebook's kernel" in report.message
+    assert calls[-1] == 5 and len(calls) == 1 + cu.HAS_CUDA, calls  # (on a GPU: the first case's look in the
+    # interpreter, where what the function raises is no verdict, then the GPU run)
+
+
+def test_a_gpu_lost_before_the_grading_is_said_at_once(monkeypatch):
+    """A kernel run earlier (another cell) lost the GPU: the grading runs nothing and says what to do."""
+    def lost(*args, **kwargs):
+        raise _illegal_access()
+
+    monkeypatch.setattr(grading, "HAS_CUDA", True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lost)
+    calls = []
+    report = grade(DOUBLE, lambda x: calls.append(x) or 2 * x, quiet=True)
+    assert report.status == "FAILED" and not calls and report.cases == 0, report
+    assert report.message.startswith("The GPU failed before this grading (CUDA error: an illegal memory access was "
+                                     "encountered), in code run earlier"), report
+    assert "Restart the notebook's kernel" in report.message
+    assert grade(DOUBLE, None, quiet=True).status == grading.NOT_ATTEMPTED  # nothing to grade: nothing to say
+
+
+def test_only_cuda_errors_that_lose_the_context_count():
+    assert grading._gpu_lost(_illegal_access()) == "CUDA error: an illegal memory access was encountered"
+    wrapped = RuntimeError("the kernel failed")
+    wrapped.__cause__ = RuntimeError("Triton Error [CUDA]: device-side assert triggered")
+    assert grading._gpu_lost(wrapped) == "Triton Error [CUDA]: device-side assert triggered"
+    assert grading._gpu_lost(torch.AcceleratorError("CUDA error: out of memory")) == ""  # the process lives on
+    assert grading._gpu_lost(ValueError("an illegal memory access")) == ""  # not CUDA's
 
 
 # ---- crashes and deadlines ---------------------------------------------------------------------------------------
