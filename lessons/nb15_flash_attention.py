@@ -349,7 +349,8 @@ def for_head_dim(table: dict):
     def prune(configs, named_args, **kwargs):
         args = {**named_args, **kwargs}  # Triton 3.6 passes the arguments given by keyword apart
         wanted = set(tiles_for(table, args["HEAD_DIM"]))
-        cap = args["N_KEY"]  # the same tiles for every length that shares a key
+        # the same tiles for every length that shares a key (the TMA kernel's key is N itself)
+        cap = args["N_KEY"] if "N_KEY" in args else max(64, triton.next_power_of_2(args["N_CTX"]))
         kept = [c for c in configs if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) in wanted
                 and max(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) <= cap]
         return kept or configs[:1]
@@ -366,7 +367,7 @@ KEY = ["N_KEY", "HEAD_DIM", "CAUSAL", "FP64"]
 
 def n_key(n: int) -> int:
     """The autotuning key of a sequence length: N rounded up to a power of two, at least 128."""
-    return max(128, triton.next_power_of_2(n))
+    return max(128, triton.next_power_of_2(cu.require_number("n", n, integer=True, low=1)))
 
 
 # course_utils.tuning.autotune is @triton.autotune(configs=..., key=...) that also runs in the CPU interpreter;

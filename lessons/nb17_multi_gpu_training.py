@@ -270,7 +270,8 @@ def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> floa
 
 def overlap(kernels: list[dict], steps: int = 1) -> dict[str, float]:
     """Per step, in ms: the NCCL kernels' time, the compute (every other device activity), the time when NCCL runs
-    with no compute beside it (exposed), and the share of NCCL's time hidden under compute."""
+    with no compute beside it (exposed), the share of NCCL's time hidden under compute, and the time between the
+    first activity and the last when the device runs nothing at all (idle: it waits for the host to launch work)."""
     if not isinstance(kernels, list) or not all(isinstance(k, dict) and {"name", "start", "dur"} <= set(k)
                                                 for k in kernels):
         raise TypeError("kernels must be the list kernels_from_trace returns")
@@ -280,10 +281,13 @@ def overlap(kernels: list[dict], steps: int = 1) -> dict[str, float]:
     comm_union = _union([(k["start"], k["start"] + k["dur"]) for k in comm])
     busy = sum(e - s for s, e in comm_union)
     hidden = _overlap(comm_union, _union([(k["start"], k["start"] + k["dur"]) for k in compute]))
+    active = _union([(k["start"], k["start"] + k["dur"]) for k in kernels])
+    idle = active[-1][1] - active[0][0] - sum(e - s for s, e in active) if active else 0.0
     return {"nccl ms": sum(k["dur"] for k in comm) / steps / 1e3,
             "compute ms": sum(k["dur"] for k in compute) / steps / 1e3,
             "exposed nccl ms": (busy - hidden) / steps / 1e3,
-            "hidden share": hidden / busy if busy else float("nan")}
+            "hidden share": hidden / busy if busy else float("nan"),
+            "idle ms": idle / steps / 1e3}
 
 
 # ---- launching the workers ------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.distributed.elastic.multiprocessing.errors import record
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.profiler import ProfilerActivity, profile
 
@@ -48,7 +48,7 @@ VARIANTS = {
     "torch DDP, 25 MB, bucket view + static graph": ("ddp", {"view": True}),
     "torch DDP, one bucket, bucket view + static graph": ("ddp", {"one_bucket": True, "view": True}),
     "torch DDP, one bucket, bf16 compression": ("ddp", {"one_bucket": True, "view": True, "compress": True}),
-    "FSDP2": ("fsdp", {}),
+    "FSDP2": ("fsdp", {"blocks_per_group": 2}),
 }
 PROFILED = ("1 GPU (no communication)", "(c) buckets from hooks, 25 MB", "torch DDP, default (25 MB buckets)",
             "torch DDP, one bucket", "torch DDP, 25 MB, NCCL 8 CTAs", "FSDP2")
@@ -76,10 +76,15 @@ def build(kind: str, options: dict, model: torch.nn.Module, device: torch.device
         if options.get("compress"):  # gloo has no bf16 all-reduce: fp16 on a CPU
             wrapped.register_comm_hook(None, default_hooks.bf16_compress_hook if cuda
                                        else default_hooks.fp16_compress_hook)
-    elif kind == "fsdp":
-        for block in model.blocks:
-            fully_shard(block)                       # one all-gather / reduce-scatter group per block
-        fully_shard(model)                           # the rest: embeddings, final LayerNorm, head
+    elif kind == "fsdp":  # a group: one all-gather before its forward, one before its backward, one reduce-scatter
+        # parameters all-gathered in bf16 (cast once per gather, not by autocast at every matmul), gradients
+        # reduce-scattered in fp32 as DDP all-reduces them; on a CPU, as autocast, nothing: fp32
+        mp = MixedPrecisionPolicy(torch.bfloat16, torch.float32) if cuda else MixedPrecisionPolicy()
+        blocks, k = list(model.blocks), options.get("blocks_per_group", 1)
+        for i in range(0, len(blocks), k):           # each group costs host work every step: few, not tiny
+            fully_shard(blocks[i:i + k] if k > 1 else blocks[i], mp_policy=mp,
+                        reshard_after_forward=i + k < len(blocks))  # the last: its backward comes right after
+        fully_shard(model, mp_policy=mp)             # the rest: embeddings, final LayerNorm, head
     elif kind == "bucketed":
         buckets = BucketedDDP(model, cap_mb=options["cap_mb"])
         sync, zero = buckets.finish, buckets.zero_grad
@@ -95,7 +100,8 @@ def make_step(kind: str, options: dict, cfg: GPTConfig, device: torch.device, ra
     with torch.device(device):
         model = GPT(cfg)
     wrapped, sync, zero = build(kind, options, model, device, world)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    # fused: each parameter, gradient and moment read and written once a step (foreach: one pass per arithmetic op)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     zero = zero or (lambda: opt.zero_grad(set_to_none=True))
     idx, targets = make_batch(cfg, device, seed=rank)  # each rank its own data
 
@@ -154,7 +160,9 @@ def measure(name: str, cfg: GPTConfig, device: torch.device, rank: int, world: i
         torch.cuda.empty_cache()
         before = torch.cuda.memory_allocated(device)
     step, model, opt = make_step(kind, options, cfg, device, rank, world)
-    warmup, steps, rounds = (3, 5, 3) if cuda else (1, 1, 1)
+    # DDP records CUDA events in each of its first 10 iterations and waits for them (its runtime statistics): a
+    # host-device sync per step; the timed steps come after them
+    warmup, steps, rounds = (11, 5, 3) if cuda else (1, 1, 1)
     for _ in range(warmup):
         step()
     times = []

@@ -910,6 +910,9 @@ TABLE: list[tuple[str, str, tuple]] = [
     ("nb14_hopper_matmul:profile_config", "L14.profile_config(L14.SKINNY_CONFIGS[0], BLOCK_M=[16])", E("TypeError", "BLOCK_M must be a number or a str")),
     ("nb14_hopper_matmul:profile_config", "L14.profile_config({'BLOCK_N': 32})", E("TypeError", "cfg must be a triton.Config")),
     # ------------------------------------------------------------------ lessons/nb15_flash_attention.py
+    ("nb15_flash_attention:n_key", "L15.n_key(0)", E("ValueError", "n must be >= 1")),
+    ("nb15_flash_attention:n_key", "L15.n_key(2.5)", E("TypeError", "n must be an integer")),
+    ("nb15_flash_attention:n_key", "L15.n_key(True)", E("TypeError", "n must be an integer")),
     ("nb15_flash_attention:validate", "L15.validate(*qkv(d=24))", E("ValueError", r"head dim \(last dim\) must be one of")),
     ("nb15_flash_attention:validate", "L15.validate(*qkv(n=0))", E("ValueError", "q must hold at least one")),
     ("nb15_flash_attention:validate", "L15.validate(*qkv(b=0))", E("ValueError", "q must hold at least one")),

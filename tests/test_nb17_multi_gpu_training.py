@@ -60,6 +60,10 @@ def test_overlap_splits_nccl_time_into_hidden_and_exposed():
     got = L.overlap(kernels, steps=2)
     assert got["nccl ms"] == pytest.approx(0.060) and got["compute ms"] == pytest.approx(0.075)
     assert got["exposed nccl ms"] == pytest.approx(0.025) and got["hidden share"] == pytest.approx(70 / 120)
+    assert got["idle ms"] == 0.0  # 0-200 us: always something running
+    gaps = [{"name": "gemm", "start": 0.0, "dur": 100.0}, {"name": "ncclDevKernel_AllGather", "start": 400.0, "dur": 50.0},
+            {"name": "gemm", "start": 420.0, "dur": 100.0}]  # nothing runs from 100 to 400 us: the host was late
+    assert L.overlap(gaps, steps=3)["idle ms"] == pytest.approx(0.300 / 3)
     with pytest.raises(TypeError, match="trace must be the dict of a Chrome trace"):
         L.kernels_from_trace([])
 
