@@ -1,12 +1,18 @@
 """course_utils.cuda_build on the CPU: hashing, rebuild on edit, recovery after a failed build,
 missing tools, and compile-only checks of CUDA sources with nvcc.
 
-C++ builds cost ~20 s each on two cores, so the whole file builds three extensions (one good, one
-broken, one edited) and shares the first through a module-scoped fixture.
+A C++ build costs ~20 s on one core (parsing torch/extension.h, whatever the source), twice that with both
+CI workers busy, so the file builds what the test run builds anyway where it can. The good extension is
+notebook 03's square_matrix twin, built in the shared cache folder exactly as `build_square_matrix` builds it
+on a CPU (together with nvcc's compile of its CUDA source, the torch-including source checked below):
+tests/test_nb03_square_matrix.py and notebooks 03 and 03b then find both in the cache, as they find each
+other's. Only the broken and the edited variants of that source are built here for this file alone, in a
+fresh cache folder, so that every run really builds them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 from pathlib import Path
@@ -17,6 +23,7 @@ import torch
 from course_utils import cuda_build as cb
 from course_utils import device
 from course_utils import toolchain as tc
+from lessons import nb03_square_matrix as sm
 
 SQUARE_CPP = r"""
 torch::Tensor square_rows(torch::Tensor m) {
@@ -30,7 +37,14 @@ torch::Tensor square_rows(torch::Tensor m) {
 """
 GOOD = SQUARE_CPP.replace("OFFSET", "0.0f")
 EDITED = SQUARE_CPP.replace("OFFSET", "1.0f")
-BROKEN = SQUARE_CPP.replace("OFFSET", "undeclared_offset")
+
+# Notebook 03's C++ twin, with the arguments `build_square_matrix` builds it with on a CPU (same name, same
+# module), and two edits of its launcher: one that does not compile, one that adds 1 to every square.
+TWIN_NAME, TWIN_FUNCTIONS = "square_matrix_twin", sm.FUNCTIONS
+TWIN_CPP = "constexpr auto kDevice = c10::DeviceType::CPU;\n" + sm.WRAPPER_SRC + sm.TWIN_LAUNCH_SRC
+assert TWIN_CPP.count("v * v;") == 1, "the twin's launcher no longer squares with `v * v;`: update the edits below"
+TWIN_BROKEN = TWIN_CPP.replace("v * v;", "v * v + undeclared_offset;")
+TWIN_EDITED = TWIN_CPP.replace("v * v;", "v * v + 1.0f;")
 
 SQUARE_KERNEL = r"""
 __global__ void square_kernel(const float* in, float* out, int rows, int cols) {
@@ -73,9 +87,19 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory):
         yield folder
 
 
+@contextlib.contextmanager
+def shared_cache():
+    """The cache folder that the other tests and the notebooks use, even while `cache_dir` is in use."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(device, "CACHE_DIR", REAL_CACHE)
+        yield Path(REAL_CACHE)
+
+
 @pytest.fixture(scope="module")
-def good_ext(cache_dir: Path):
-    return cb.build_extension("cb_test", GOOD, functions=["square_rows"])
+def good_ext():
+    """Notebook 03's twin, built (or found) in the shared cache folder."""
+    with shared_cache():
+        return cb.build_extension(TWIN_NAME, TWIN_CPP, functions=TWIN_FUNCTIONS)
 
 
 # ------------------------------------------------------------------------- names and flags
@@ -105,29 +129,36 @@ def test_first_error_line_skips_commands():
 
 # ------------------------------------------------------------------------------- builds
 @needs_cxx
-def test_build_runs_and_is_cached(good_ext, cache_dir: Path):
+def test_build_runs_and_is_cached(good_ext):
     x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
-    torch.testing.assert_close(good_ext.square_rows(x), x * x)
-    assert good_ext.__name__.startswith("cb_test_")
-    assert (cache_dir / "extensions" / good_ext.__name__).is_dir()
-    assert cb.build_extension("cb_test", GOOD, functions=["square_rows"]) is good_ext
-    with pytest.raises(RuntimeError, match="expected a 2-D tensor"):
-        good_ext.square_rows(torch.ones(3))
+    torch.testing.assert_close(good_ext.square_matrix(x), x * x)
+    assert good_ext.__name__.startswith("square_matrix_twin_")
+    with shared_cache() as shared:
+        assert (shared / "extensions" / good_ext.__name__).is_dir()
+        assert cb.build_extension(TWIN_NAME, TWIN_CPP, functions=TWIN_FUNCTIONS) is good_ext
+        if not torch.cuda.is_available():  # with CUDA, build_square_matrix builds the CUDA extension instead
+            assert sm.build_square_matrix() is good_ext  # what the notebook and its test use: one build for all
+    # a failing TORCH_CHECK with formatted values is a Python exception, not a crash
+    with pytest.raises(ValueError, match="m must be 2-D, got 1-D"):
+        good_ext.square_matrix(torch.ones(3))
+    with pytest.raises(RuntimeError, match="kernel launch failed: invalid configuration argument"):
+        good_ext.square_matrix_block(x, 64, 32)
 
 
 @needs_cxx
-def test_failed_build_then_edit_rebuilds(good_ext):
+def test_failed_build_then_edit_rebuilds(good_ext, cache_dir: Path):
     with pytest.raises(cb.BuildError) as info:
-        cb.build_extension("cb_test", BROKEN, functions=["square_rows"])
+        cb.build_extension(TWIN_NAME, TWIN_BROKEN, functions=TWIN_FUNCTIONS)
     first = str(info.value).splitlines()[0]
     assert "error" in first and "undeclared_offset" in first and first.startswith("main.cpp:"), first
     assert "Full compiler log" in str(info.value) and "undeclared_offset" in info.value.log
     # the fixed (edited) source is a new module with its own name, and it runs the new code
-    fixed = cb.build_extension("cb_test", EDITED, functions=["square_rows"])
-    assert fixed.__name__ != good_ext.__name__
+    fixed = cb.build_extension(TWIN_NAME, TWIN_EDITED, functions=TWIN_FUNCTIONS)
+    assert fixed.__name__ != good_ext.__name__ and fixed.__name__.startswith("square_matrix_twin_")
+    assert (cache_dir / "extensions" / fixed.__name__).is_dir()  # built here, in the fresh folder
     x = torch.arange(4, dtype=torch.float32).reshape(2, 2)
-    torch.testing.assert_close(fixed.square_rows(x), x * x + 1)
-    torch.testing.assert_close(good_ext.square_rows(x), x * x)
+    torch.testing.assert_close(fixed.square_matrix(x), x * x + 1)
+    torch.testing.assert_close(good_ext.square_matrix(x), x * x)
 
 
 # ------------------------------------------------------------------------ missing tools
@@ -187,11 +218,19 @@ def test_compile_cuda_good_and_broken(cache_dir: Path):
 
 
 @needs_nvcc
-def test_compile_cuda_with_torch_wrapper(cache_dir: Path):
-    """A load_inline-style source (torch::Tensor, c10/cuda headers) compiles without a GPU too."""
-    source = "#include <c10/cuda/CUDAException.h>\n" + SQUARE_KERNEL + CUDA_WRAPPER
-    ptx = cb.compile_cuda(source)
-    assert "square_kernel" in ptx
+def test_compile_cuda_with_torch_wrapper():
+    """A load_inline-style source (torch::Tensor, c10/cuda headers) compiles without a GPU too. The source is
+    notebook 03's kernel and launcher (c10/cuda/CUDAGuard.h, CUDAStream.h), which `build_square_matrix`
+    compiles for sm_90 in the shared cache folder: the test run compiles it once (~10 s), for all its users."""
+    source = sm.KERNEL_SRC + sm.LAUNCH_SRC
+    assert "#include <c10/cuda/" in source and "torch::Tensor" in source
+    with shared_cache() as shared:
+        ptx = cb.compile_cuda(source, arch="sm_90")
+        compiled = [p for p in (shared / "nvcc").glob("*.cu")
+                    if p.read_text(encoding="utf-8").endswith(source)]
+    assert ".entry" in ptx and "square_matrix_kernel" in ptx and ".target sm_90" in ptx
+    # what load_inline adds to a cuda source, compile_cuda added before nvcc saw it
+    assert compiled and compiled[0].read_text(encoding="utf-8").startswith("#include <torch/types.h>\n")
 
 
 def test_toolchain_report_keys():

@@ -71,9 +71,21 @@ MM_DIV = ["a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_bk", "s
 
 
 @pytest.fixture(scope="module")
-def add_sm90() -> ki.CompiledStages:
-    return ki.compile_triton(add_kernel, ADD_SIG, {"BLOCK_SIZE": 1024}, arch="sm_90",
-                             divisible_by_16=["x_ptr", "y_ptr", "out_ptr", "n_elements"])
+def compiled() -> dict[str, ki.CompiledStages]:
+    """The kernels that several tests read, compiled by one worker: each worker that starts imports torch and
+    Triton again (~2.5 s on a CI core). compile_triton itself is called by the tests further down."""
+    x = torch.empty(1000)
+    jobs = {"add_sm90": dict(kernel=add_kernel, signature=ADD_SIG, constexprs={"BLOCK_SIZE": 1024}, arch="sm_90",
+                             divisible_by_16=["x_ptr", "y_ptr", "out_ptr", "n_elements"]),
+            "add_n1000": dict(kernel=add_kernel, signature=[x, x, x, 1000], constexprs={"BLOCK_SIZE": 1024}),
+            **{f"matmul_{arch}": dict(kernel=matmul_kernel, signature=MM_SIG, constexprs=MM_CONST, arch=arch,
+                                      num_warps=4, divisible_by_16=MM_DIV) for arch in ("sm_80", "sm_90")}}
+    return dict(zip(jobs, ki.compile_triton_jobs(list(jobs.values()))))
+
+
+@pytest.fixture(scope="module")
+def add_sm90(compiled) -> ki.CompiledStages:
+    return compiled["add_sm90"]
 
 
 def test_vector_add_sm90_has_vector_loads_and_registers(add_sm90: ki.CompiledStages) -> None:
@@ -93,9 +105,9 @@ def test_vector_add_sm90_has_vector_loads_and_registers(add_sm90: ki.CompiledSta
         assert "LDG.E.128" in add_sm90["sass"]
 
 
-def test_mask_on_unaligned_length_loses_vectorization(add_sm90: ki.CompiledStages) -> None:
-    x = torch.empty(1000)
-    scalar = ki.compile_triton(add_kernel, [x, x, x, 1000], {"BLOCK_SIZE": 1024})  # 1000 % 16 != 0
+def test_mask_on_unaligned_length_loses_vectorization(add_sm90: ki.CompiledStages, compiled) -> None:
+    scalar = compiled["add_n1000"]  # [x, x, x, 1000] for a tensor x: types inferred, n not a multiple of 16
+    assert scalar.arch == "sm_90"  # the default target
     assert scalar.summary.vector_global_loads == 0
     assert scalar.summary.global_loads > add_sm90.summary.global_loads
     table = ki.compare({"aligned": add_sm90, "n=1000": scalar})
@@ -134,8 +146,8 @@ def test_many_targets_in_one_worker() -> None:
 
 
 @pytest.mark.parametrize("arch, kind, sass_op", [("sm_80", "mma.sync", "HMMA"), ("sm_90", "wgmma", "HGMMA")])
-def test_matmul_uses_tensor_cores(arch: str, kind: str, sass_op: str) -> None:
-    k = ki.compile_triton(matmul_kernel, MM_SIG, MM_CONST, arch=arch, num_warps=4, divisible_by_16=MM_DIV)
+def test_matmul_uses_tensor_cores(arch: str, kind: str, sass_op: str, compiled) -> None:
+    k = compiled[f"matmul_{arch}"]
     s = k.summary
     assert s.tensor_core_kind == kind and s.tensor_core_ops > 0
     assert s.shared_bytes and s.shared_bytes > 0

@@ -257,7 +257,8 @@ def test_relu_keeps_nan_as_torch_relu_does():
                                    equal_nan=True, **TOL[torch.float16])
 
 
-@pytest.mark.parametrize("kernel, signature, constexprs", [
+# (kernel, signature, constexprs) of the two kernels whose ReLU the test below reads, by test id
+RELU_KERNELS = dict(zip(["add_mul_act", "lora_epilogue"], [
     ("add_mul_act_kernel", {"base_ptr": "*fp32", "lora_ptr": "*fp32", "out_ptr": "*fp32", "scale": "fp32", "n": "i32"},
      {"BLOCK": 1024, "ACTIVATION": "relu"}),
     ("lora_blocked_kernel", {**{p: "*fp16" for p in ("x_ptr", "w_ptr", "xa_ptr", "up_ptr", "bias_ptr", "out_ptr",
@@ -267,11 +268,23 @@ def test_relu_keeps_nan_as_torch_relu_does():
                              "scale": "fp32", "inv_scale": "fp32"},
      {"stride_xk": 1, "stride_wk": 1, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "BLOCK_R": 16, "GROUP_M": 8,
       "HAS_ADAPTER": True, "HAS_BIAS": True, "STORE_PRE": False, "ACTIVATION": "relu"}),
-], ids=["add_mul_act", "lora_epilogue"])
-def test_relu_compiles_to_a_nan_keeping_max_on_the_h100(kernel, signature, constexprs):
+]))
+
+
+@pytest.fixture(scope="module")
+def relu_ptx():
+    """Both kernels compiled for sm_90 by one worker (a worker start imports torch and Triton: ~2.5 s)."""
+    jobs = [dict(kernel=getattr(nb, kernel), signature=signature, constexprs=constexprs, arch="sm_90")
+            for kernel, signature, constexprs in RELU_KERNELS.values()]
+    return dict(zip(RELU_KERNELS, ki.compile_triton_jobs(jobs)))
+
+
+@pytest.mark.parametrize("label", list(RELU_KERNELS))
+def test_relu_compiles_to_a_nan_keeping_max_on_the_h100(label, relu_ptx):
     """What a GPU runs, checked without one: PTX for sm_90. tl.maximum(y, 0.0) compiles to max.f32, which returns
     0 for NaN; the kernels ask for PropagateNan.ALL, which compiles to max.NaN.f32."""
-    stages = ki.compile_triton(getattr(nb, kernel), signature, constexprs, arch="sm_90")
+    stages = relu_ptx[label]
+    assert stages.arch == "sm_90" and stages.name == RELU_KERNELS[label][0]
     assert stages.grep("max.NaN.f32"), "ReLU must keep NaN on the GPU"
     assert not stages.grep("max.f32"), f"a NaN-dropping max in the PTX: {stages.grep('max.f32')[:2]}"
 
