@@ -41,13 +41,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/wrong_solution
 #: worker ran one torch thread (tests/conftest.py): with every core's worth of threads in each of the 12 workers,
 #: gradings took up to 116 s, compiled kernels or not.
 SECONDS_PER_GRADING = 20.0
-
-
-def _cpu_seconds() -> float:
-    """CPU seconds used so far by this process and its children (forked cases, compilers): what a grading costs,
-    whatever else shares the cores (in CI the other worker's C++ builds and notebooks slow the wall clock)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
 #: The most Triton compilations a GPU grading of a reference solution may cause, for every exercise. There
 #: each new specialization of a kernel (a constexpr value, a pointer dtype or 16-byte alignment, an integer
 #: argument equal to 1 or a multiple of 16) is a compilation: 0.1-0.45 s for the elementwise kernels, 0.45 s
@@ -183,12 +176,10 @@ def test_solution_passes(nb, name, request):
     exercise, solution = _exercises(nb)[name], SOLUTIONS[nb][name]
     if cu.HAS_CUDA and solution.startswith("cpp:"):
         pytest.skip("a C++ twin: graded on a CPU; the GPU test grades the CUDA build")
-    fn, start = _function(nb, solution, request), _cpu_seconds()
-    report = grade(exercise, fn, quiet=True)
-    seconds = report.seconds if cu.HAS_CUDA else _cpu_seconds() - start  # a GPU grading waits on the GPU
+    report = grade(exercise, _function(nb, solution, request), quiet=True)
     assert report.passed, str(report)
     assert report.cases >= exercise.examples[cu.HAS_CUDA] // 2, f"{exercise.name}: only {report.cases} cases ran"
-    assert seconds < SECONDS_PER_GRADING, f"{exercise.name}: {seconds:.1f} s"
+    assert report.seconds < SECONDS_PER_GRADING, f"{exercise.name}: {report.seconds:.1f} s"
 
 
 #: On a GPU each wrong answer whose exercise runs kernels is graded in a process of its own (`_graded_apart`): a
@@ -228,16 +219,13 @@ def test_wrong_answer_fails_with_a_helpful_message(nb, index, request):
     name = next(n for n, e in _exercises(nb).items() if e is exercise)
     if cu.HAS_CUDA and f"{nb}.{name}" not in PLAIN_PYTHON:
         report = _graded_apart(nb, index)
-        seconds = report.seconds
     else:
-        fn, start = _function(nb, fn, request), _cpu_seconds()
-        report = grade(exercise, fn, quiet=True)
-        seconds = report.seconds if cu.HAS_CUDA else _cpu_seconds() - start
+        report = grade(exercise, _function(nb, fn, request), quiet=True)
     assert report.status == "FAILED", f"{exercise.name}, {label}: the grader let it pass ({report})"
     assert report.message.startswith("The smallest failing case: "), str(report)
     missing = [w for w in _expected(exercise, label, words) if w not in report.message]
     assert not missing, f"{exercise.name}, {label}: {missing} not in {report.message!r}"
-    assert seconds < SECONDS_PER_GRADING, f"{exercise.name}, {label}: {seconds:.1f} s"
+    assert report.seconds < SECONDS_PER_GRADING, f"{exercise.name}, {label}: {report.seconds:.1f} s"
 
 
 def test_unfilled_stubs_are_not_attempted(capsys):
