@@ -135,7 +135,7 @@ def fwd_metadata(grid, kernel, args) -> dict:
     return {"name": f"attn_fwd [BH={grid[1]}, N={n}, d={d}, causal={bool(causal)}]", f"flops{bits}": flops}
 
 
-@triton.jit(launch_metadata=fwd_metadata)
+@triton.jit(launch_metadata=fwd_metadata, do_not_specialize=["N_CTX"])
 def attn_fwd_kernel(Q, K, V, O, LSE, sm_scale, N_CTX, N_KEY, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                     BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr, FP64: tl.constexpr):
     # Program (i, bh): query rows i*BLOCK_M.. of one (batch, head); O = softmax(Q K^T * scale) V for them.
@@ -169,7 +169,7 @@ def attn_fwd_kernel(Q, K, V, O, LSE, sm_scale, N_CTX, N_KEY, HEAD_DIM: tl.conste
 
 
 # ---- 3. The backward kernels ----------------------------------------------------------------------------------
-@triton.jit
+@triton.jit(do_not_specialize=["N_CTX"])
 def attn_bwd_preprocess_kernel(O, DO, DELTA, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                                FP64: tl.constexpr):
     # D = rowsum(dO * O): one number per query row, the softmax backward's correction term.
@@ -217,7 +217,7 @@ def dkdv_tiles(dk, dv, k, v, Q, DO, LSE, DELTA, base, bh, offs_n, lo, hi, N_CTX,
     return dk, dv
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["N_CTX"])
 def attn_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, N_CTX, N_KEY, HEAD_DIM: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                          PRECISION: tl.constexpr, FP64: tl.constexpr):
@@ -277,7 +277,7 @@ def dq_tiles(dq, q, do, lse, delta, K, V, base, offs_m, lo, hi, N_CTX, qk_scale,
     return dq
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["N_CTX"])
 def attn_bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, sm_scale, N_CTX, N_KEY, HEAD_DIM: tl.constexpr,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                        PRECISION: tl.constexpr, FP64: tl.constexpr):
@@ -344,7 +344,7 @@ def configs(table: dict) -> list[triton.Config]:
 
 
 def for_head_dim(table: dict):
-    """An early prune: keep the configs listed for this head dim, no tile longer than N needs."""
+    """An early prune: keep the configs listed for this head dim, no tile longer than N needs (one for short N)."""
     _require_table(table)
     def prune(configs, named_args, **kwargs):
         args = {**named_args, **kwargs}  # Triton 3.6 passes the arguments given by keyword apart
@@ -352,22 +352,27 @@ def for_head_dim(table: dict):
         # the same tiles for every length that shares a key (the TMA kernel's key is N itself)
         cap = args["N_KEY"] if "N_KEY" in args else max(64, triton.next_power_of_2(args["N_CTX"]))
         kept = [c for c in configs if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) in wanted
-                and max(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) <= cap]
-        return kept or configs[:1]
+                and max(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) <= cap] or configs[:1]
+        if cap <= SHORT:  # a short sequence is a launch or two: its smallest tile, nothing to time
+            return [min(kept, key=lambda c: (c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"], c.num_warps))]
+        return kept
     return prune
 
 
 FWD_TILES = cu.pick_size(GPU_FWD, CPU_TILE)
 DKDV_TILES = cu.pick_size(GPU_DKDV, CPU_TILE)
 DQ_TILES = cu.pick_size(GPU_DQ, CPU_TILE)
-# The key: N rounded up to a power of two (at least 128), not N itself: every new length would tune (and compile)
-# every config again, and lengths that share a power of two want the same tiles.
+# The key: a bucket of N, not N itself: every new length would tune (and compile) every config again. Up to 128
+# (SHORT) one small tile serves; up to 1024 (LONG) N rounded up to a power of two; from LONG on one key, because
+# tiles are at most 128 long: a longer sequence means more tiles, not other ones. The kernels also take N_CTX
+# unspecialized (do_not_specialize), so a new length compiles nothing new either.
+SHORT, LONG = 128, 1024
 KEY = ["N_KEY", "HEAD_DIM", "CAUSAL", "FP64"]
 
 
 def n_key(n: int) -> int:
-    """The autotuning key of a sequence length: N rounded up to a power of two, at least 128."""
-    return max(128, triton.next_power_of_2(cu.require_number("n", n, integer=True, low=1)))
+    """The autotuning key of a sequence length: 128 up to 128, then N rounded up to a power of two, at most 1024."""
+    return min(LONG, max(SHORT, triton.next_power_of_2(cu.require_number("n", n, integer=True, low=1))))
 
 
 # course_utils.tuning.autotune is @triton.autotune(configs=..., key=...) that also runs in the CPU interpreter;

@@ -131,15 +131,29 @@ def test_prune_reads_arguments_given_by_keyword():
     assert {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) for c in by_keyword} == set(GPU_FWD[128])
 
 
-def test_lengths_share_a_tuning_per_power_of_two():
-    """The autotuner's key is N rounded up to a power of two (at least 128): the short lengths of the checks
-    (1, 17, 64, 100) tune once, not four times, and the prune keeps the same tiles for all of them."""
-    from lessons.nb15_flash_attention import GPU_FWD, KEY, configs, for_head_dim, n_key
+def test_lengths_share_a_tuning_per_bucket():
+    """The autotuner's key is a bucket of N: every length up to 128 shares one key and one small tile (nothing is
+    timed), lengths up to 1024 share a power of two, and every longer length shares the last bucket."""
+    from lessons.nb15_flash_attention import GPU_DKDV, GPU_FWD, KEY, LONG, configs, for_head_dim, n_key
 
     assert "N_KEY" in KEY and "N_CTX" not in KEY
     assert {n_key(n) for n in (1, 17, 64, 100, 128)} == {128}
-    assert [n_key(n) for n in (129, 4096, 4097)] == [256, 4096, 8192]
-    prune, all_configs = for_head_dim(GPU_FWD), configs(GPU_FWD)
-    kept = {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in prune(all_configs, {"N_CTX": 1, "N_KEY": n_key(1)},
-                                                                     HEAD_DIM=64, CAUSAL=False)}
-    assert kept == {(bm, bn) for bm, bn, _, _ in GPU_FWD[64]}
+    assert [n_key(n) for n in (129, 300, 1024, 1025, 4096, 65536)] == [256, 512, 1024, LONG, LONG, LONG]
+    for table in (GPU_FWD, GPU_DKDV):
+        prune, all_configs = for_head_dim(table), configs(table)
+        for d in (64, 128):
+            short = prune(all_configs, {"N_CTX": 1, "N_KEY": n_key(1)}, HEAD_DIM=d, CAUSAL=False)
+            smallest = min(bm * bn for bm, bn, _, _ in table[d])
+            assert len(short) == 1 and short[0].kwargs["BLOCK_M"] * short[0].kwargs["BLOCK_N"] == smallest
+            long = prune(all_configs, {"N_CTX": 16384, "N_KEY": n_key(16384)}, HEAD_DIM=d, CAUSAL=True)
+            assert {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) for c in long} == set(table[d])
+
+
+def test_kernels_take_the_length_unspecialized():
+    """A new N compiles nothing new: N_CTX is not specialized (no == 1 or divisible-by-16 variants)."""
+    import lessons.nb15_flash_attention as fa
+
+    for kernel in (fa.attn_fwd_kernel, fa.attn_bwd_preprocess_kernel, fa.attn_bwd_dkdv_kernel, fa.attn_bwd_dq_kernel):
+        # a compiled JITFunction keeps the list as do_not_specialize, the interpreter's function in its kwargs
+        spec = getattr(kernel, "do_not_specialize", None) or getattr(kernel, "kwargs", {}).get("do_not_specialize")
+        assert spec and ("N_CTX" in spec or list(kernel.arg_names).index("N_CTX") in spec), kernel
