@@ -11,6 +11,9 @@ notebook workflow:
   the same source (even in a new process) only re-links nothing and imports: ninja sees no change;
 - the compiler log is shown only when the build fails, as a `BuildError` whose message starts with
   the first error line, then the full log;
+- a build interrupted by a kernel restart leaves torch's ``lock`` file in its folder, and torch's next
+  build there waits for it without end; here the next build removes it (an OS lock tells a live build
+  from a dead one);
 - missing tools (C++ compiler, ninja, nvcc) and a missing GPU give one clear sentence each
   (`ToolchainError`, a `BuildError`);
 - flags are ``-O3`` (C++ and nvcc), ``-lineinfo`` and ``-gencode`` for the current GPU (nvcc).
@@ -27,11 +30,12 @@ With ``output="cubin"`` it also keeps nvcc's ``--resource-usage`` log beside the
 that a failing ``TORCH_CHECK`` raises instead of crashing) are found by `course_utils.toolchain`.
 
 Compared with calling ``load_inline`` yourself (notebook 03 does that first), this adds the hashed
-names, the cache folder, the first-error-line messages and the host-compiler choice; nothing else.
+names, the cache folder, the first-error-line messages, the host-compiler choice and the lock; nothing else.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -54,7 +58,8 @@ __all__ = [
     "default_cuda_cflags", "extension_name", "extensions_dir", "toolchain_report",
 ]
 
-#: A torch build lock older than this (seconds) is left over from a killed build and is removed.
+#: Where the OS cannot lock files (Windows), a torch build lock older than this (seconds) is taken for one left
+#: over from a killed build and removed.
 STALE_LOCK_SECONDS = 600
 
 _LOADED: dict[str, types.ModuleType] = {}
@@ -100,15 +105,36 @@ def extension_name(name: str, cpp_sources: str, cuda_sources: str | None = None,
     return f"{name}_{digest.hexdigest()[:12]}"
 
 
-def _remove_stale_lock(build_dir: Path) -> None:
+def _remove_stale_lock(build_dir: Path, *, max_age: float = STALE_LOCK_SECONDS) -> None:
     lock = build_dir / "lock"
     try:
         age = time.time() - lock.stat().st_mtime
     except FileNotFoundError:
         return
-    if age > STALE_LOCK_SECONDS:
-        warnings.warn(f"removing the lock left by an interrupted build in {build_dir}", stacklevel=3)
+    if age >= max_age:
+        warnings.warn(f"removing the lock left by an interrupted build in {build_dir}", stacklevel=4)
         lock.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _build_lock(build_dir: Path):
+    """Held while this process builds in ``build_dir``. torch's build waits, without end, for a ``lock`` file in
+    the folder, and a build interrupted (a kernel restart) leaves that file behind. Builds here also hold an OS
+    lock on ``.build.flock``, which the OS releases when its process dies: a process that gets it waits for a
+    live build to finish, and then any ``lock`` file left is a dead build's, so it goes."""
+    try:
+        import fcntl
+    except ImportError:  # no fcntl (Windows): a lock file is taken for a dead build's after STALE_LOCK_SECONDS
+        _remove_stale_lock(build_dir)
+        yield
+        return
+    with open(build_dir / ".build.flock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            _remove_stale_lock(build_dir, max_age=0)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _build_failure(module_name: str, build_dir: Path, log: str) -> BuildError:
@@ -153,15 +179,15 @@ def build_extension(name: str, cpp_sources: str, cuda_sources: str | None = None
 
     build_dir = extensions_dir() / module_name
     build_dir.mkdir(parents=True, exist_ok=True)
-    _remove_stale_lock(build_dir)
     previous_cxx = os.environ.get("CXX")
     os.environ["CXX"] = str(cxx)  # torch's build reads $CXX; restored below
     try:
-        module = load_inline(
-            name=module_name, cpp_sources=cpp_sources, cuda_sources=cuda_sources,
-            functions=functions or None, extra_cflags=cflags,
-            extra_cuda_cflags=cuda_cflags or None, build_directory=str(build_dir),
-            with_cuda=cuda_sources is not None)
+        with _build_lock(build_dir):
+            module = load_inline(
+                name=module_name, cpp_sources=cpp_sources, cuda_sources=cuda_sources,
+                functions=functions or None, extra_cflags=cflags,
+                extra_cuda_cflags=cuda_cflags or None, build_directory=str(build_dir),
+                with_cuda=cuda_sources is not None)
     except RuntimeError as err:
         message = str(err)
         if message.startswith("Error building extension"):

@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Sequence
@@ -220,6 +221,8 @@ except RuntimeError as err:
 
 #: Host C++ flags every extension build uses (the probe too, so it tests what real builds do).
 HOST_CFLAGS = ("-O3",)
+#: How long one probe build may take (a cold build takes seconds to a minute).
+PROBE_TIMEOUT_S = 600
 
 
 def raises_cleanly(cxx: str) -> bool:
@@ -229,14 +232,20 @@ def raises_cleanly(cxx: str) -> bool:
         raise TypeError(f"cxx must be the path or name of a C++ compiler, got {cxx!r}")
     require_ninja()
     tag = hashlib.sha256(f"{cxx}|{torch.__version__}".encode()).hexdigest()[:10]
-    build_dir = Path(device.CACHE_DIR) / "compiler_probe" / tag
-    build_dir.mkdir(parents=True, exist_ok=True)
+    root = Path(device.CACHE_DIR) / "compiler_probe"
+    root.mkdir(parents=True, exist_ok=True)
+    # A folder of its own for each probe: torch's build waits, without end, for the lock file of an earlier
+    # build in the same folder, and a build interrupted by a kernel restart leaves that file behind.
+    build_dir = Path(tempfile.mkdtemp(prefix=f"{tag}_", dir=root))
     try:
         done = subprocess.run([sys.executable, "-c", _PROBE_RUN, f"cxx_probe_{tag}", _PROBE_CPP, str(build_dir),
-                               *HOST_CFLAGS], capture_output=True, text=True, timeout=600,
+                               *HOST_CFLAGS], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
                               env={**os.environ, "CXX": cxx})
-    except subprocess.TimeoutExpired:
-        return False
+    except subprocess.TimeoutExpired:  # no verdict: "crashes" would be a wrong one, and it would be kept
+        raise ToolchainError(f"building a probe extension with {cxx} took over {PROBE_TIMEOUT_S} s; check that "
+                             f"{cxx} and ninja run, then try again") from None
+    finally:
+        shutil.rmtree(build_dir, ignore_errors=True)
     return done.returncode == 0 and "raised: probe: expected a 2-D tensor, got 1-D" in done.stdout
 
 

@@ -318,3 +318,59 @@ def test_the_chosen_compiler_really_raises_cleanly(monkeypatch):
     monkeypatch.setattr(device, "CACHE_DIR", REAL_CACHE)  # the probe's build, shared with every other build here
     tc.compiler_choice.cache_clear()
     assert tc.raises_cleanly(tc.host_compiler())
+
+
+def test_each_probe_builds_in_a_fresh_folder_and_a_stuck_one_says_so(fake_compilers, monkeypatch):
+    # A build interrupted in a shared probe folder left torch's lock file there, and every later probe waited on
+    # it for ever; then the timeout cached "this compiler crashes", a wrong verdict. Each probe now has a folder
+    # of its own, removed afterwards, and a probe that times out raises instead of giving a verdict.
+    import subprocess
+
+    stale = Path(device.CACHE_DIR) / "compiler_probe" / "0123456789"
+    stale.mkdir(parents=True)
+    (stale / "lock").touch()
+    folders = []
+
+    def fake_run(argv, **kwargs):
+        build_dir = Path(argv[5])
+        assert build_dir.is_dir() and not any(build_dir.iterdir()), "the probe must start in an empty folder"
+        folders.append(build_dir)
+        return subprocess.CompletedProcess(argv, 0, stdout="raised: probe: expected a 2-D tensor, got 1-D\n")
+
+    monkeypatch.setattr(tc.subprocess, "run", fake_run)
+    assert tc.raises_cleanly("c++") and tc.raises_cleanly("c++")
+    assert len(set(folders)) == 2 and stale not in folders and not any(f.exists() for f in folders)
+
+    def stuck(argv, **kwargs):
+        folders.append(Path(argv[5]))
+        raise subprocess.TimeoutExpired(argv, kwargs["timeout"])
+
+    monkeypatch.setattr(tc.subprocess, "run", stuck)
+    with pytest.raises(tc.ToolchainError, match="took over"):
+        tc.raises_cleanly("c++")
+    assert not folders[-1].exists()
+
+
+def test_a_lock_left_by_a_killed_build_does_not_hang_the_next(monkeypatch, tmp_path):
+    # torch's build waits without end for the `lock` file of a build in the same folder; a build killed a moment
+    # ago (a kernel restart during a compile) leaves one. The next build_extension must remove it, not wait.
+    import types
+
+    import torch.utils.cpp_extension as ext
+
+    monkeypatch.setattr(cb, "extensions_dir", lambda: tmp_path)
+    monkeypatch.setattr(cb, "require_host_compiler", lambda: "c++")
+    monkeypatch.setattr(cb, "require_ninja", lambda: None)
+    name = cb.extension_name("locked", "int f();", None, ["f"], [*cb.HOST_CFLAGS, "cxx=c++"], [])
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "lock").touch()
+    seen = []
+
+    def fake_load_inline(**kwargs):
+        seen.append((Path(kwargs["build_directory"]) / "lock").exists())
+        return types.ModuleType(kwargs["name"])
+
+    monkeypatch.setattr(ext, "load_inline", fake_load_inline)
+    with pytest.warns(UserWarning, match="interrupted build"):
+        module = cb.build_extension("locked", "int f();", functions=["f"])
+    assert seen == [False] and module.__name__ == name
