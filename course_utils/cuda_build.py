@@ -35,32 +35,25 @@ names, the cache folder, the first-error-line messages, the host-compiler choice
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
 import sys
 import sysconfig
-import time
 import types
-import warnings
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
 from course_utils import device
-from course_utils.toolchain import (HOST_CFLAGS, BuildError, ToolchainError, current_arch, first_error_line, parse_arch,
+from course_utils.toolchain import (HOST_CFLAGS, BuildError, ToolchainError, build_lock, current_arch, first_error_line, parse_arch,
                                     require_host_compiler, require_ninja, require_nvcc, run_tool, toolchain_report)
 
 __all__ = [
     "BuildError", "ToolchainError", "build_extension", "compile_cuda", "compiler_log_path", "current_arch",
     "default_cuda_cflags", "extension_name", "extensions_dir", "toolchain_report",
 ]
-
-#: Where the OS cannot lock files (Windows), a torch build lock older than this (seconds) is taken for one left
-#: over from a killed build and removed.
-STALE_LOCK_SECONDS = 600
 
 _LOADED: dict[str, types.ModuleType] = {}
 
@@ -103,38 +96,6 @@ def extension_name(name: str, cpp_sources: str, cuda_sources: str | None = None,
         digest.update(part.encode())
         digest.update(b"\x1f")
     return f"{name}_{digest.hexdigest()[:12]}"
-
-
-def _remove_stale_lock(build_dir: Path, *, max_age: float = STALE_LOCK_SECONDS) -> None:
-    lock = build_dir / "lock"
-    try:
-        age = time.time() - lock.stat().st_mtime
-    except FileNotFoundError:
-        return
-    if age >= max_age:
-        warnings.warn(f"removing the lock left by an interrupted build in {build_dir}", stacklevel=4)
-        lock.unlink(missing_ok=True)
-
-
-@contextlib.contextmanager
-def _build_lock(build_dir: Path):
-    """Held while this process builds in ``build_dir``. torch's build waits, without end, for a ``lock`` file in
-    the folder, and a build interrupted (a kernel restart) leaves that file behind. Builds here also hold an OS
-    lock on ``.build.flock``, which the OS releases when its process dies: a process that gets it waits for a
-    live build to finish, and then any ``lock`` file left is a dead build's, so it goes."""
-    try:
-        import fcntl
-    except ImportError:  # no fcntl (Windows): a lock file is taken for a dead build's after STALE_LOCK_SECONDS
-        _remove_stale_lock(build_dir)
-        yield
-        return
-    with open(build_dir / ".build.flock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            _remove_stale_lock(build_dir, max_age=0)
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _build_failure(module_name: str, build_dir: Path, log: str) -> BuildError:
@@ -182,7 +143,7 @@ def build_extension(name: str, cpp_sources: str, cuda_sources: str | None = None
     previous_cxx = os.environ.get("CXX")
     os.environ["CXX"] = str(cxx)  # torch's build reads $CXX; restored below
     try:
-        with _build_lock(build_dir):
+        with build_lock(build_dir):
             module = load_inline(
                 name=module_name, cpp_sources=cpp_sources, cuda_sources=cuda_sources,
                 functions=functions or None, extra_cflags=cflags,

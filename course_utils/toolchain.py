@@ -12,6 +12,7 @@ cached in the cache folder.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -20,7 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import Sequence
@@ -200,6 +201,50 @@ def parse_ptxas_log(log: str, kernel: str | None = None) -> dict[str, int]:
     return out
 
 
+#: Where the OS cannot lock files (Windows), a torch build lock older than this (seconds) is taken for one left
+#: over from a killed build and removed.
+STALE_LOCK_SECONDS = 600
+
+
+def _remove_stale_lock(build_dir: Path, *, max_age: float = STALE_LOCK_SECONDS) -> None:
+    lock = build_dir / "lock"
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return
+    if age >= max_age:
+        warnings.warn(f"removing the lock left by an interrupted build in {build_dir}", stacklevel=4)
+        lock.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def build_lock(build_dir: Path):
+    """Held while this process builds in ``build_dir`` (an extension's folder, or the compiler probe's).
+
+    torch's build waits, without end, for a ``lock`` file in the folder, and a build interrupted (a kernel
+    restart) leaves that file behind. Builds here also hold an OS lock on ``.build.flock``, which the OS releases
+    when its process dies: a process that gets it has waited for any live build to finish, so a ``lock`` file
+    still there is a dead build's, and it goes."""
+    if not isinstance(build_dir, (str, os.PathLike)):
+        raise TypeError(f"build_dir must be a folder's path (str or Path), got {type(build_dir).__name__}")
+    build_dir = Path(build_dir)
+    if not build_dir.is_dir():
+        raise ValueError(f"build_dir {build_dir} is not a folder: create it first")
+    try:
+        import fcntl
+    except ImportError:  # no fcntl (Windows): a lock file is taken for a dead build's after STALE_LOCK_SECONDS
+        _remove_stale_lock(build_dir)
+        yield
+        return
+    with open(build_dir / ".build.flock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            _remove_stale_lock(build_dir, max_age=0)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 # ------------------------------------------------------------------------------- host compiler
 _PROBE_CPP = r"""
 torch::Tensor probe(torch::Tensor x) {
@@ -232,20 +277,16 @@ def raises_cleanly(cxx: str) -> bool:
         raise TypeError(f"cxx must be the path or name of a C++ compiler, got {cxx!r}")
     require_ninja()
     tag = hashlib.sha256(f"{cxx}|{torch.__version__}".encode()).hexdigest()[:10]
-    root = Path(device.CACHE_DIR) / "compiler_probe"
-    root.mkdir(parents=True, exist_ok=True)
-    # A folder of its own for each probe: torch's build waits, without end, for the lock file of an earlier
-    # build in the same folder, and a build interrupted by a kernel restart leaves that file behind.
-    build_dir = Path(tempfile.mkdtemp(prefix=f"{tag}_", dir=root))
-    try:
-        done = subprocess.run([sys.executable, "-c", _PROBE_RUN, f"cxx_probe_{tag}", _PROBE_CPP, str(build_dir),
-                               *HOST_CFLAGS], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-                              env={**os.environ, "CXX": cxx})
+    build_dir = Path(device.CACHE_DIR) / "compiler_probe" / tag
+    build_dir.mkdir(parents=True, exist_ok=True)
+    try:  # processes probing at once share the build: the first builds, the others wait for it and import it
+        with build_lock(build_dir):
+            done = subprocess.run([sys.executable, "-c", _PROBE_RUN, f"cxx_probe_{tag}", _PROBE_CPP,
+                                   str(build_dir), *HOST_CFLAGS], capture_output=True, text=True,
+                                  timeout=PROBE_TIMEOUT_S, env={**os.environ, "CXX": cxx})
     except subprocess.TimeoutExpired:  # no verdict: "crashes" would be a wrong one, and it would be kept
         raise ToolchainError(f"building a probe extension with {cxx} took over {PROBE_TIMEOUT_S} s; check that "
                              f"{cxx} and ninja run, then try again") from None
-    finally:
-        shutil.rmtree(build_dir, ignore_errors=True)
     return done.returncode == 0 and "raised: probe: expected a 2-D tensor, got 1-D" in done.stdout
 
 

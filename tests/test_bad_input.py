@@ -187,6 +187,8 @@ TABLE: list[tuple[str, str, tuple]] = [
     ("toolchain:first_error_line", 'toolchain.first_error_line("a\\nb.cu(3): error: bad\\n")', R("'error: bad' in r")),
     ("toolchain:parse_ptxas_log", 'toolchain.parse_ptxas_log("")', R("r == {}")),
     ("toolchain:raises_cleanly", "toolchain.raises_cleanly(None)", E("TypeError", "cxx must be the path or name")),
+    ("toolchain:build_lock", "toolchain.build_lock(None).__enter__()", E("TypeError", "build_dir must be a folder")),
+    ("toolchain:build_lock", 'toolchain.build_lock("no/such/folder").__enter__()', E("ValueError", "no/such/folder is not a folder")),
     ("toolchain:host_compiler", "toolchain.host_compiler()", R("r is None or isinstance(r, str)")),
     ("toolchain:require_host_compiler", "toolchain.require_host_compiler()", R("isinstance(r, str)")),
     ("toolchain:toolchain_report", "toolchain.toolchain_report()", R("isinstance(r, dict)")),

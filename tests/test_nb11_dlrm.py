@@ -366,6 +366,35 @@ def test_device_run_trains_like_the_paper_cut_loop(data):
     assert losses[-8:].mean() < losses[:4].mean(), "the loss must go down"
 
 
+
+@pytest.mark.gpu
+def test_graph_rung_after_the_compiled_rungs_runs_and_learns(data):
+    # The notebook's order in one process: the compiled loss with one table per feature (rung 5), with one fused
+    # table (rung 6), then the fused step captured in a CUDA graph (rung 7), each rung a fresh model, optimizer
+    # and torch.compile(rows_loss). Each rung alone has run; in this order the graph's replay once hit a
+    # device-side assert (an index out of bounds in the fused table's gather).
+    folder, meta = data
+    ds = L.CriteoDataset(folder / meta["files"]["train"])
+    sizes = [meta["cardinality"][c] + 1 for c in L.SPARSE]
+    ids = torch.from_numpy(ds.ids).cuda()
+    vocab = L.Vocabulary(ids, sizes)
+    tensors = (torch.from_numpy(ds.dense).cuda(), vocab(ids), torch.from_numpy(ds.label).cuda())
+    losses = {}
+    for fused, graph in ((False, False), (True, False), (True, True)):
+        torch.manual_seed(0)
+        model = L.DLRM(sizes, dim=8, bottom=(16,), top=(16,)).cuda()
+        model = L.fuse_tables(model) if fused else model
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2, fused=True, capturable=graph)
+        batches = L.DeviceBatches(*tensors, 512, seed=0)
+        step = L.device_step(model, opt, torch.compile(L.rows_loss))
+        run = L.device_run(L.graph_step(step, next(batches)) if graph else step, batches)
+        run(30)
+        torch.cuda.synchronize()
+        losses[fused, graph] = torch.stack(run.losses).float().cpu()
+    for key, curve in losses.items():
+        assert torch.isfinite(curve).all() and curve[-10:].mean() < curve[:5].mean(), f"rung {key} did not learn"
+
+
 def test_profile_run_profiles_exactly_its_steps():
     calls = []
 
