@@ -47,8 +47,9 @@ from typing import Sequence
 import torch
 
 from course_utils import device
-from course_utils.toolchain import (HOST_CFLAGS, BuildError, ToolchainError, build_lock, current_arch, first_error_line, parse_arch,
-                                    require_host_compiler, require_ninja, require_nvcc, run_tool, toolchain_report)
+from course_utils.toolchain import (HOST_CFLAGS, BuildError, ToolchainError, build_lock, current_arch, first_error_line,
+                                    parse_arch, require_host_compiler, require_ninja, require_nvcc, run_tool,
+                                    toolchain_report)
 
 __all__ = [
     "BuildError", "ToolchainError", "build_extension", "compile_cuda", "compiler_log_path", "current_arch",

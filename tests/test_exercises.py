@@ -35,8 +35,8 @@ from course_utils.grading import COMPILE_ARCHS, NOT_ATTEMPTED, Exercise, Report,
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/wrong_solutions is imported as wrong_solutions
 
-#: The bound on one grading (a solution passing, or a wrong answer failing and being shrunk; its CPU time, `_timed`) on the CI
-#: machine: 2 cores, Triton's interpreter. Measured on such a machine: at most 2.4 s (07.1, whose reference
+#: The bound on one grading (a solution passing, or a wrong answer failing and being shrunk; on a CPU its CPU time,
+#: see `_timed`) on the CI machine: 2 cores, Triton's interpreter. Measured on such a machine: at most 2.4 s (07.1, whose reference
 #: runs tile_order_kernel in the interpreter), and 6 s for the first 09 grading, which compiles its kernels.
 #: On the H100 under `pytest -n 12` (16 cores), at most 12.5 s per grading and 87 s for the file, once each
 #: worker ran one torch thread (tests/conftest.py): with every core's worth of threads in each of the 12 workers,
