@@ -83,8 +83,9 @@ FAMILIES = {
     "nonfinite": "rows holding NaN or inf",
     "edges": "arguments at the edges of what the task allows (1, the largest, other input types it accepts)",
 }
-#: A case's deadline, in seconds (CPU, GPU: the first case of a GPU grading compiles its kernels).
-CASE_SECONDS = (10.0, 60.0)
+#: A case's deadline, in seconds (CPU: 30, since a CI worker beside builds can slow a case several times over; GPU: the
+#: first case of a GPU grading compiles its kernels).
+CASE_SECONDS = (30.0, 60.0)
 #: The deadline of a GPU grading's look at a case in the interpreter (`_interpret`), in seconds: past it, what the
 #: watch saw until then.
 REPLAY_SECONDS = 5.0
