@@ -140,7 +140,6 @@ def cpp_ext():
     return build_extension("exercise_fixtures", cpp, functions=list(sources))
 
 
-
 def _timed(grading) -> tuple[Report, float]:
     """A grading's report and its cost in seconds, the cost the bound judges: on a CPU the CPU time of this process
     (what the grading itself needs, whatever else runs: in CI the other worker's builds and notebooks share the two
