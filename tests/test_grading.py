@@ -505,3 +505,26 @@ def test_unfilled_stubs_stay_not_attempted_in_a_child():
         raise NotImplementedError
 
     assert grade(_exercise(isolate=True), stub, quiet=True).status == grading.NOT_ATTEMPTED
+
+
+def _first_wrong_sum(intervals, window):  # overlaps counted twice: fails once two kernels overlap
+    return 100.0 * sum(max(0.0, min(e, window[1]) - max(s, window[0])) for s, e in intervals) / (window[1] - window[0])
+
+
+def test_a_grading_draws_the_same_cases_whatever_was_imported_before(tmp_path, monkeypatch):
+    """Hypothesis also draws constants found in the project's imported modules; a grading must not: its cases
+    (and so its cost and its smallest failing case) would change with what a process, e.g. a CI worker that
+    collected every test file, had imported before."""
+    from hypothesis.internal.conjecture import providers
+
+    busy = importlib.import_module("exercises.nb10").BUSY_SHARE
+    before = grade(busy, _first_wrong_sum, quiet=True)
+    constants = ", ".join(str(v) for v in range(-60, 700, 7))
+    (tmp_path / "course_many_constants.py").write_text(f"VALUES = [{constants}]\nSCALE = 0.375\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("course_many_constants")
+    assert 577 in providers._get_local_constants().integers  # hypothesis sees the new module's constants
+    after = grade(busy, _first_wrong_sum, quiet=True)
+    assert before.status == after.status == "FAILED"
+    assert (after.cases, after.message) == (before.cases, before.message)
+    assert 577 in providers._get_local_constants().integers  # and the grading gave them back afterwards
