@@ -4,7 +4,9 @@
 without that GPU, or any GPU: Triton's compiler and its bundled ``ptxas`` run on the CPU. It compiles in
 a child process started with ``TRITON_INTERPRET=0`` (`course_utils.triton_compile_worker`), so it works
 the same whether or not this process runs Triton in its interpreter: the kernel is imported there from
-its module, or, for a kernel defined in a notebook cell, from its source and the globals it uses.
+its module, or, for a kernel defined in a notebook cell, from its source and the globals it uses. The
+child stays up for later compilations (it imports torch and Triton once), and a new one starts when a
+module it imported is edited.
 `inspect_cuda` does the same for CUDA C++ through `course_utils.cuda_build.compile_cuda`. Both return
 `CompiledStages`: the text of each stage (TTIR, TTGIR, LLVM IR, PTX, SASS where ``cuobjdump`` exists)
 and a `KernelSummary` (registers, spills, shared memory, vectorized global loads/stores, tensor-core
@@ -23,6 +25,7 @@ Typical use::
 
 from __future__ import annotations
 
+import atexit
 import base64
 import difflib
 import hashlib
@@ -30,9 +33,12 @@ import inspect
 import json
 import os
 import re
+import select
 import subprocess
 import sys
+import tempfile
 import textwrap
+import threading
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -374,6 +380,104 @@ def _runtime_argument(name: str, value: Any, divisible_by_16: set[str] | None) -
     return [kind, example, divisible]
 
 
+#: How long one request to the compile worker may take, in seconds.
+WORKER_TIMEOUT_S = 1200
+
+
+class _CompileWorker:
+    """The compile worker (`course_utils.triton_compile_worker`), started once and kept for this process's later
+    compilations: a grading on a CPU compiles its kernels after every few cases, and a fresh worker would import
+    torch and Triton (seconds) each time. A new one starts when this process's import path or environment changed
+    (it imports kernels from the same modules), after a fork, after a crash or a timeout, and when a project file
+    it imported was edited."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen | None = None
+        self.key: tuple = ()
+        self.answers = None
+        self.log = None
+
+    def _env(self) -> dict[str, str]:
+        project = str(Path(__file__).resolve().parent.parent)
+        # The worker sees this process's import path, so it imports kernels from the same modules; it is run
+        # through runpy so that course_utils/ itself is not put first on that path.
+        return {**os.environ, "TRITON_INTERPRET": "0",
+                "PYTHONPATH": os.pathsep.join(dict.fromkeys([project, *(p for p in sys.path if p)]))}
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            if self.key and self.key[0] == os.getpid():  # a forked child leaves its parent's worker alone
+                self.proc.kill()
+                self.proc.wait()
+            for f in (self.answers, self.log):
+                f.close()
+        self.proc = self.answers = self.log = None
+
+    def _start(self, env: dict[str, str], key: tuple) -> None:
+        self.stop()
+        read_fd, write_fd = os.pipe()
+        self.log = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')",
+                 str(WORKER), "--serve", str(write_fd)], stdin=subprocess.PIPE, stdout=self.log, stderr=self.log,
+                env=env, text=True, pass_fds=(write_fd,))
+        finally:
+            os.close(write_fd)
+        self.answers = os.fdopen(read_fd, "r", encoding="utf-8")
+        self.key = key
+
+    def _failed(self, why: str) -> KernelCompileError:
+        log = ""
+        if self.log is not None:
+            self.log.seek(0)
+            log = self.log.read()[-4000:]
+        self.stop()
+        return KernelCompileError(f"the Triton compile worker failed ({why}):\n{log}")
+
+    def _ask(self, line: str) -> dict:
+        try:
+            self.proc.stdin.write(line)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise self._failed("it ended") from None
+        ready, _, _ = select.select([self.answers], [], [], WORKER_TIMEOUT_S)
+        if not ready:
+            raise self._failed(f"no answer within {WORKER_TIMEOUT_S} s")
+        reply = self.answers.readline()
+        if not reply:
+            raise self._failed(f"it ended with exit code {self.proc.wait()}")
+        return json.loads(reply)
+
+    def compile(self, requests: list, sources: str) -> list:
+        env = self._env()
+        if os.name == "nt":  # no select() on pipes there: one worker per call
+            command = [sys.executable, "-c", "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')",
+                       str(WORKER), sources]
+            done = subprocess.run(command, input=json.dumps(requests), capture_output=True, text=True, env=env,
+                                  timeout=WORKER_TIMEOUT_S)
+            if done.returncode != 0:
+                raise KernelCompileError(f"the Triton compile worker failed:\n{done.stderr[-4000:]}")
+            return json.loads(done.stdout)
+        settings = sorted((k, v) for k, v in env.items() if k != "PYTEST_CURRENT_TEST")  # that one names each test
+        key = (os.getpid(), hashlib.sha256(json.dumps(settings).encode()).hexdigest())
+        line = json.dumps({"jobs": requests, "sources": sources}) + "\n"
+        with self.lock:
+            for _ in range(2):
+                if self.proc is None or self.key != key or self.proc.poll() is not None:
+                    self._start(env, key)
+                reply = self._ask(line)
+                if not reply.get("stale"):
+                    return reply["answers"]
+                self.stop()  # it imported a file edited since: a fresh worker asks again
+            raise self._failed("its modules kept changing")
+
+
+_WORKER = _CompileWorker()
+atexit.register(_WORKER.stop)
+
+
 def compile_triton_jobs(jobs: Sequence[Mapping[str, Any]]) -> list[CompiledStages]:
     """`compile_triton` for several kernels/targets in one worker process (one Triton import).
 
@@ -409,17 +513,7 @@ def compile_triton_jobs(jobs: Sequence[Mapping[str, Any]]) -> list[CompiledStage
         requests.append({**_kernel_location(job["kernel"]), "signature": sig, "constexprs": constexprs,
                          "arch": arch, "num_warps": num_warps, "num_stages": num_stages,
                          "options": dict(job.get("options") or {})})
-    project = str(Path(__file__).resolve().parent.parent)
-    # The worker sees this process's import path, so it imports kernels from the same modules; it is run
-    # through runpy so that course_utils/ itself is not put first on that path.
-    env = {**os.environ, "TRITON_INTERPRET": "0",
-           "PYTHONPATH": os.pathsep.join(dict.fromkeys([project, *(p for p in sys.path if p)]))}
-    command = [sys.executable, "-c", "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')",
-               str(WORKER), str(BUILD_DIR / "sources")]
-    done = subprocess.run(command, input=json.dumps(requests), capture_output=True, text=True, env=env, timeout=1200)
-    if done.returncode != 0:
-        raise KernelCompileError(f"the Triton compile worker failed:\n{done.stderr[-4000:]}")
-    answers = json.loads(done.stdout)
+    answers = _WORKER.compile(requests, str(BUILD_DIR / "sources"))
     results = []
     for request, answer in zip(requests, answers):
         if "error" in answer:

@@ -9,6 +9,13 @@ needed: the compiler and its ``ptxas`` run on the CPU) and answers with every st
 Protocol: a JSON list of jobs on stdin, a JSON list of answers on stdout (one per job, in order),
 each either ``{"printed": ..., "asm": {...}, "metadata": {...}}`` (what the compiler printed, e.g.
 ``tl.static_print``; the cubin base64-encoded) or ``{"error": ...}``.
+
+With ``--serve`` it stays up and answers request after request, so a process that compiles often (the grader
+on a CPU, a test run) pays for Python, torch and Triton once: each request is one line on stdin,
+``{"jobs": [...], "sources": folder}``, and each answer one line on the file descriptor given after
+``--serve`` (anything printed to stdout goes to stderr instead, so it never mixes with the answers). An answer is
+``{"answers": [...]}``, or ``{"stale": true}`` when a project file the worker imported was edited since: the
+caller then starts a fresh worker and asks again. It ends when stdin closes.
 """
 
 from __future__ import annotations
@@ -105,16 +112,55 @@ def compile_one(job: dict[str, Any], source_dir: Path) -> dict[str, Any]:
     return {"printed": printed.getvalue(), "asm": asm, "metadata": {k: meta[k] for k in ("name", "num_warps", "num_stages", "shared") if k in meta}}
 
 
-def main() -> None:
-    jobs = json.load(sys.stdin)
-    source_dir = Path(sys.argv[-1])
+def compile_all(jobs: list[dict[str, Any]], source_dir: Path) -> list[dict[str, Any]]:
     answers = []
     for job in jobs:
         try:
             answers.append(compile_one(job, source_dir))
         except Exception as err:  # noqa: BLE001 - every failure goes back to the caller as text
             answers.append({"error": f"{type(err).__name__}: {err}", "kind": type(err).__name__})
-    json.dump(answers, sys.stdout)
+    return answers
+
+
+def _loaded_files() -> dict[str, float]:
+    """The project's Python files among the modules imported so far (not the installed packages), with their
+    modification times."""
+    files, installed = {}, tuple({sys.prefix, sys.base_prefix})
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path and path.endswith(".py") and not path.startswith(installed) and "site-packages" not in path:
+            try:
+                files[path] = os.stat(path).st_mtime
+            except OSError:
+                continue
+    return files
+
+
+def serve(answer_fd: int) -> None:
+    answers_out = os.fdopen(answer_fd, "w", encoding="utf-8")
+    os.dup2(2, 1)  # stray prints (and C code writing to fd 1) land in stderr, not among the answers
+    sys.stdout = sys.stderr
+    seen = _loaded_files()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        if any(os.stat(path).st_mtime != mtime for path, mtime in seen.items() if os.path.exists(path)):
+            reply: dict[str, Any] = {"stale": True}  # an edited module: a fresh process imports the new code
+        else:
+            request = json.loads(line)
+            reply = {"answers": compile_all(request["jobs"], Path(request["sources"]))}
+            seen.update({path: mtime for path, mtime in _loaded_files().items() if path not in seen})
+        answers_out.write(json.dumps(reply) + "\n")
+        answers_out.flush()
+        if reply.get("stale"):
+            return
+
+
+def main() -> None:
+    if "--serve" in sys.argv[:-1]:  # run as a file or through runpy (then sys.argv[1] is this file)
+        serve(int(sys.argv[sys.argv.index("--serve") + 1]))
+        return
+    json.dump(compile_all(json.load(sys.stdin), Path(sys.argv[-1])), sys.stdout)
 
 
 if __name__ == "__main__":

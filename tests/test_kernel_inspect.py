@@ -241,3 +241,70 @@ def test_compiles_after_an_interpreted_run_that_leaks_patches(monkeypatch: pytes
     assert all(vars(tl.core).get(name) is value for name, value in before.items())
     matmul_kernel[(1, 1)](a, a, c, 16, 16, 16, 16, 1, 16, 1, 16, 1, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16)
     torch.testing.assert_close(c, (2 * a.float() @ a.float()).half(), rtol=2e-2, atol=2e-2)
+
+
+_KERNEL_MODULE = '''
+import triton
+import triton.language as tl
+{prelude}
+
+@triton.jit
+def scale_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    tl.static_print("{label}")
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+'''
+
+
+def _write_kernel_module(folder, name: str, label: str, prelude: str = "") -> None:
+    path = folder / f"{name}.py"
+    before = path.stat().st_mtime if path.exists() else 0.0
+    path.write_text(_KERNEL_MODULE.format(label=label, prelude=prelude), encoding="utf-8")
+    if path.stat().st_mtime <= before:  # an edit within the file system's clock tick: a later time all the same
+        os.utime(path, (before + 1, before + 1))
+
+
+def _scale(module, capsys):
+    ki.compile_triton(module.scale_kernel, {"x_ptr": "*fp32", "n": "i32"}, {"BLOCK": 128}, arch="sm_80")
+    return capsys.readouterr().out
+
+
+def test_one_compile_worker_serves_the_process_and_sees_edited_modules(tmp_path, monkeypatch, capsys):
+    """Compilations share one worker process (Python, torch and Triton imported once); a module it imported and
+    that was edited since is compiled from its new text; a worker that died is replaced."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")  # a cache hit would skip the front end and its static_print
+    _write_kernel_module(tmp_path, "course_worker_kernels", "version 1")
+    module = importlib.import_module("course_worker_kernels")
+    assert "version 1" in _scale(module, capsys)
+    worker = ki._WORKER.proc
+    assert worker is not None and worker.poll() is None
+    monkeypatch.setenv("COURSE_WORKER_TEST", "1")  # another environment: another worker, which sees it
+    assert "version 1" in _scale(module, capsys)
+    assert ki._WORKER.proc is not worker and worker.poll() is not None, "the old worker was stopped"
+    worker = ki._WORKER.proc
+    _write_kernel_module(tmp_path, "course_worker_kernels", "version 2")
+    assert "version 2" in _scale(module, capsys), "the worker compiled the module it had imported before the edit"
+    assert ki._WORKER.proc is not worker
+    worker = ki._WORKER.proc
+    assert "version 2" in _scale(module, capsys)
+    assert ki._WORKER.proc is worker, "no edit, no new worker"
+    worker.kill()
+    worker.wait()
+    assert "version 2" in _scale(module, capsys), "a dead worker is replaced"
+
+
+def test_a_worker_that_dies_mid_request_is_a_clear_error_and_the_next_call_works(tmp_path, monkeypatch, capsys):
+    import importlib
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")
+    # the worker imports this module to compile its kernel, and dies there (here, in this process, it does not)
+    _write_kernel_module(tmp_path, "course_worker_dies", "dies", "import os\nif os.environ.get('TRITON_INTERPRET') "
+                         "== '0':\n    os._exit(7)")
+    _write_kernel_module(tmp_path, "course_worker_lives", "lives")
+    with pytest.raises(ki.KernelCompileError, match="compile worker failed .*exit code 7"):
+        _scale(importlib.import_module("course_worker_dies"), capsys)
+    assert "lives" in _scale(importlib.import_module("course_worker_lives"), capsys)
