@@ -122,6 +122,13 @@ def compile_all(jobs: list[dict[str, Any]], source_dir: Path) -> list[dict[str, 
     return answers
 
 
+def _mtime(path: str) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
 def _loaded_files() -> dict[str, float]:
     """The project's Python files among the modules imported so far (not the installed packages), with their
     modification times."""
@@ -129,10 +136,8 @@ def _loaded_files() -> dict[str, float]:
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
         if path and path.endswith(".py") and not path.startswith(installed) and "site-packages" not in path:
-            try:
-                files[path] = os.stat(path).st_mtime
-            except OSError:
-                continue
+            if (mtime := _mtime(path)) is not None:
+                files[path] = mtime
     return files
 
 
@@ -144,7 +149,7 @@ def serve(answer_fd: int) -> None:
     for line in sys.stdin:
         if not line.strip():
             continue
-        if any(os.stat(path).st_mtime != mtime for path, mtime in seen.items() if os.path.exists(path)):
+        if any(_mtime(path) not in (mtime, None) for path, mtime in seen.items()):  # None: deleted since
             reply: dict[str, Any] = {"stale": True}  # an edited module: a fresh process imports the new code
         else:
             request = json.loads(line)
