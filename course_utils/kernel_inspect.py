@@ -382,6 +382,9 @@ def _runtime_argument(name: str, value: Any, divisible_by_16: set[str] | None) -
 
 #: How long one request to the compile worker may take, in seconds.
 WORKER_TIMEOUT_S = 1200
+# The worker is run through runpy so that course_utils/ itself is not put first on its import path.
+_WORKER_COMMAND = (sys.executable, "-c", "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')",
+                   str(WORKER))
 
 
 class _CompileWorker:
@@ -400,8 +403,7 @@ class _CompileWorker:
 
     def _env(self) -> dict[str, str]:
         project = str(Path(__file__).resolve().parent.parent)
-        # The worker sees this process's import path, so it imports kernels from the same modules; it is run
-        # through runpy so that course_utils/ itself is not put first on that path.
+        # The worker sees this process's import path, so it imports kernels from the same modules.
         return {**os.environ, "TRITON_INTERPRET": "0",
                 "PYTHONPATH": os.pathsep.join(dict.fromkeys([project, *(p for p in sys.path if p)]))}
 
@@ -419,10 +421,8 @@ class _CompileWorker:
         read_fd, write_fd = os.pipe()
         self.log = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')",
-                 str(WORKER), "--serve", str(write_fd)], stdin=subprocess.PIPE, stdout=self.log, stderr=self.log,
-                env=env, text=True, pass_fds=(write_fd,))
+            self.proc = subprocess.Popen([*_WORKER_COMMAND, "--serve", str(write_fd)], stdin=subprocess.PIPE,
+                                         stdout=self.log, stderr=self.log, env=env, text=True, pass_fds=(write_fd,))
         finally:
             os.close(write_fd)
         self.answers = os.fdopen(read_fd, "r", encoding="utf-8")
@@ -453,10 +453,8 @@ class _CompileWorker:
     def compile(self, requests: list, sources: str) -> list:
         env = self._env()
         if os.name == "nt":  # no select() on pipes there: one worker per call
-            command = [sys.executable, "-c", "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')",
-                       str(WORKER), sources]
-            done = subprocess.run(command, input=json.dumps(requests), capture_output=True, text=True, env=env,
-                                  timeout=WORKER_TIMEOUT_S)
+            done = subprocess.run([*_WORKER_COMMAND, sources], input=json.dumps(requests), capture_output=True,
+                                  text=True, env=env, timeout=WORKER_TIMEOUT_S)
             if done.returncode != 0:
                 raise KernelCompileError(f"the Triton compile worker failed:\n{done.stderr[-4000:]}")
             return json.loads(done.stdout)

@@ -35,9 +35,10 @@ from course_utils.grading import COMPILE_ARCHS, NOT_ATTEMPTED, Exercise, Report,
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/wrong_solutions is imported as wrong_solutions
 
-#: The bound on one grading (a solution passing, or a wrong answer failing and being shrunk; on a CPU its CPU time,
-#: see `_timed`) on the CI machine: 2 cores, Triton's interpreter. Measured on such a machine: at most 2.4 s (07.1, whose reference
-#: runs tile_order_kernel in the interpreter), and 6 s for the first 09 grading, which compiles its kernels.
+#: The bound on one grading (a solution passing, or a wrong answer failing and being shrunk; on a CPU its CPU
+#: time, see `_timed`) on the CI machine: 2 cores, Triton's interpreter. Measured on such a machine: at most 2.4 s
+#: (07.1, whose reference runs tile_order_kernel in the interpreter), and 6 s for the first 09 grading, which
+#: compiles its kernels.
 #: On the H100 under `pytest -n 12` (16 cores), at most 12.5 s per grading and 87 s for the file, once each
 #: worker ran one torch thread (tests/conftest.py): with every core's worth of threads in each of the 12 workers,
 #: gradings took up to 116 s, compiled kernels or not.
@@ -144,17 +145,10 @@ def _timed(grading) -> tuple[Report, float]:
     """A grading's report and its cost in seconds, the cost the bound judges: on a CPU the CPU time of this process
     (what the grading itself needs, whatever else runs: in CI the other worker's builds and notebooks share the two
     cores, and slowed 06.1's wrong answers from 4 s of wall time alone to 24-37 s); on a GPU, where gradings run
-    apart, the wall time. A grading past the bound is graded once more, and the cheaper run is judged."""
-    def once() -> tuple[Report, float]:
-        start = time.process_time()
-        report = grading()
-        return report, (report.seconds if cu.HAS_CUDA else time.process_time() - start)
-
-    report, cost = once()
-    if cost >= SECONDS_PER_GRADING:
-        again = once()
-        report, cost = again if again[1] < cost else (report, cost)
-    return report, cost
+    apart, the wall time."""
+    start = time.process_time()
+    report = grading()
+    return report, (report.seconds if cu.HAS_CUDA else time.process_time() - start)
 
 
 def _function(nb: str, name, request):
