@@ -416,9 +416,13 @@ def kernel_flags(t: torch.Tensor) -> dict:
     return {"PRECISION": "ieee" if ieee else "tf32", "FP64": t.dtype == torch.float64}
 
 
-def attention_forward(q, k, v, causal: bool, sm_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(O, logsumexp) of validated inputs; the logsumexp is fp32 (fp64 for fp64), base 2, (B*H, N)."""
+def attention_forward(q, k, v, causal: bool, sm_scale: float,
+                      tma: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(O, logsumexp) of validated inputs; the logsumexp is fp32 (fp64 for fp64), base 2, (B*H, N). tma=None
+    picks the TMA kernel of section 6 on a Hopper GPU for fp16/bf16, the pointer kernel otherwise."""
     sm_scale = validate(q, k, v, causal, sm_scale)
+    if uses_tma(q, tma):
+        return _tma_forward(q, k, v, causal, sm_scale)
     B, H, N, D = q.shape
     q_, k_, v_ = (kernel_dtype(t) for t in (q, k, v))
     o = torch.empty_like(q_)
@@ -456,8 +460,8 @@ class FlashAttention(torch.autograd.Function):
     """The forward saves O and the logsumexp (N numbers per head, not N x N); the backward recomputes P."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal, sm_scale):
-        o, lse = attention_forward(q, k, v, causal, sm_scale)
+    def forward(ctx, q, k, v, causal, sm_scale, tma):
+        o, lse = attention_forward(q, k, v, causal, sm_scale, tma)
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.causal, ctx.sm_scale = causal, sm_scale
         return o
@@ -466,15 +470,17 @@ class FlashAttention(torch.autograd.Function):
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
         dq, dk, dv = attention_backward(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale)
-        return dq, dk, dv, None, None
+        return dq, dk, dv, None, None, None
 
 
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-                    sm_scale: float | None = None) -> torch.Tensor:
+                    sm_scale: float | None = None, *, tma: bool | None = None) -> torch.Tensor:
     """softmax(q k^T * sm_scale) v for (B, H, N, d) tensors (d in 16/32/64/128; fp16, bf16, fp32, fp64), with a
-    backward; causal hides keys after each query. sm_scale defaults to 1/sqrt(d)."""
+    backward; causal hides keys after each query. sm_scale defaults to 1/sqrt(d). The forward runs the TMA
+    kernel (section 6) when tma=True, the pointer kernel when False; None: TMA on a Hopper GPU for fp16/bf16."""
     scale = validate(q, k, v, causal, sm_scale)
-    return FlashAttention.apply(q, k, v, causal, scale)
+    uses_tma(q, tma)  # a bad tma fails here, before autograd records anything
+    return FlashAttention.apply(q, k, v, causal, scale, tma)
 
 
 # ---- 6. Hopper: tensor descriptors (TMA) and warp specialization --------------------------------------------
@@ -561,24 +567,46 @@ attn_fwd_tma = autotune(tma_configs(FWD_TILES), key=["N_CTX", "HEAD_DIM", "CAUSA
 HAS_TMA = cu.INTERPRET or (cu.HAS_CUDA and torch.cuda.get_device_capability()[0] >= 9)
 
 
-def flash_attention_tma(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-                        warp_specialize: bool = False) -> torch.Tensor:
-    """The forward only (no autograd), K/V tiles fetched by TMA; fp16/bf16, d 16-128; Hopper (or the interpreter)."""
+TMA_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def uses_tma(q: torch.Tensor, tma: bool | None) -> bool:
+    """Whether the forward runs the TMA kernel: tma=True asks for it (fp16/bf16, Hopper or the interpreter),
+    False refuses it, None picks it where it is the faster kernel, fp16/bf16 on a Hopper GPU."""
+    if tma is None:
+        return cu.HAS_CUDA and HAS_TMA and q.is_cuda and q.dtype in TMA_DTYPES
+    if _require_flag("tma", tma) and (not HAS_TMA or q.dtype not in TMA_DTYPES):
+        raise ValueError(f"tma=True needs fp16 or bf16 inputs on a Hopper GPU (sm_90) or the interpreter, got "
+                         f"{q.dtype} on {q.device}" + ("" if HAS_TMA else ", and this machine has no TMA"))
+    return tma
+
+
+def _tma_forward(q, k, v, causal: bool, sm_scale: float,
+                warp_specialize: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """(O, logsumexp) from the TMA kernel, the same two outputs as the pointer kernel's (the backward is shared)."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    scale = validate(q, k, v, causal)
-    cu.require_tensors(q=q, k=k, v=v, dtypes=(torch.float16, torch.bfloat16), ndim=4, differentiable=False)
-    _require_flag("warp_specialize", warp_specialize)
-    if not HAS_TMA:
-        raise RuntimeError("tensor descriptors (TMA) need a Hopper GPU (sm_90) or the interpreter")
     B, H, N, D = q.shape
-    q_, k_, v_ = (kernel_dtype(t).reshape(B * H, N, D) for t in (q, k, v))
+    # a descriptor's base must be 16-byte aligned: a view that starts mid-allocation gets its own copy
+    q_, k_, v_ = (t if t.data_ptr() % 16 == 0 else t.clone()
+                  for t in (kernel_dtype(t).reshape(B * H, N, D) for t in (q, k, v)))
     o = torch.empty_like(q_)
     lse = torch.empty((B * H, N), device=q.device, dtype=torch.float32)
     descs = [TensorDescriptor.from_tensor(t, [1, 16, D]) for t in (q_, k_, v_, o)]  # pre_hook sets the tiles
     grid = lambda meta: (triton.cdiv(N, meta["BLOCK_M"]), B * H)  # noqa: E731
-    attn_fwd_tma[grid](*descs, lse, scale, N, HEAD_DIM=D, CAUSAL=causal, WARP_SPECIALIZE=warp_specialize)
-    return o.reshape(B, H, N, D).to(q.dtype)
+    attn_fwd_tma[grid](*descs, lse, sm_scale, N, HEAD_DIM=D, CAUSAL=causal, WARP_SPECIALIZE=warp_specialize)
+    return o.reshape(B, H, N, D).to(q.dtype), lse
+
+
+def flash_attention_tma(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                        warp_specialize: bool = False) -> torch.Tensor:
+    """The forward only (no autograd), K/V tiles fetched by TMA; fp16/bf16, d 16-128; Hopper (or the interpreter)."""
+    scale = validate(q, k, v, causal)
+    cu.require_tensors(q=q, k=k, v=v, dtypes=TMA_DTYPES, ndim=4, differentiable=False)
+    _require_flag("warp_specialize", warp_specialize)
+    if not HAS_TMA:
+        raise RuntimeError("tensor descriptors (TMA) need a Hopper GPU (sm_90) or the interpreter")
+    return _tma_forward(q, k, v, causal, scale, warp_specialize)[0]
 
 
 # ---- 7. Measuring: FLOPs, the SDPA backends, Proton's profile read without hatchet --------------------------

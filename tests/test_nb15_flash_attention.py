@@ -47,6 +47,34 @@ def test_forward_and_backward_match_sdpa_math(causal, n, d, dtype):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("n, d", [(17, 16), (45, 64)] + ([(300, 128)] if cu.HAS_CUDA else []))
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_the_tma_forward_trains_like_the_pointer_forward(causal, n, d, dtype):
+    # tma=True: the forward of section 6 (TMA loads) under the same backward; its logsumexp must be the one the
+    # backward expects. q starts 2 elements into its allocation: a descriptor's base must be 16-byte aligned.
+    q, k, v = inputs((2, 2, n, d), dtype, grad=False)
+    q = torch.cat([torch.zeros(2, device=q.device, dtype=dtype), q.flatten()])[2:].view(q.shape).requires_grad_()
+    k, v = k.requires_grad_(), v.requires_grad_()
+    out = flash_attention(q, k, v, causal, tma=True)
+    ref = reference(q, k, v, causal)
+    torch.testing.assert_close(out.double(), ref, rtol=TOL[dtype], atol=TOL[dtype])
+    do = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), do)
+    for name, g, e in zip("qkv", grads, torch.autograd.grad(ref, (q, k, v), do.double())):
+        torch.testing.assert_close(g.double(), e.double(), rtol=4 * TOL[dtype], atol=4 * TOL[dtype],
+                                   msg=lambda m: f"d{name}: {m}")
+
+
+def test_the_forward_picks_tma_on_hopper_for_half_precision_only():
+    import lessons.nb15_flash_attention as fa
+    half, single = inputs((1, 1, 8, 16), torch.float16, grad=False)[0], inputs((1, 1, 8, 16), torch.float32)[0]
+    hopper = cu.HAS_CUDA and torch.cuda.get_device_capability()[0] >= 9
+    assert fa.uses_tma(half, None) is hopper, "None: TMA exactly where it is the faster kernel"
+    assert fa.uses_tma(single, None) is False and fa.uses_tma(half, False) is False
+    assert fa.uses_tma(half, True) is True, "the interpreter and Hopper both run the TMA kernel when asked"
+
+
+@pytest.mark.parametrize("causal", [False, True])
 def test_gradcheck_in_float64(causal):
     q, k, v = inputs((1, 2, 21, 16), torch.float64)  # 21: one full tile of 16 and a partial one
     assert torch.autograd.gradcheck(lambda q, k, v: flash_attention(q, k, v, causal), (q, k, v), fast_mode=True)
