@@ -131,8 +131,9 @@ def fwd_metadata(grid, kernel, args) -> dict:
     """What Proton attaches to each forward launch: a readable name and the FLOPs (4 B H N^2 d, halved if causal)."""
     n, d, causal = args["N_CTX"], args["HEAD_DIM"], args["CAUSAL"]
     flops = 4 * grid[1] * n * n * d * (0.5 if causal else 1.0)
-    bits = args["Q"].element_size() * 8
-    return {"name": f"attn_fwd [BH={grid[1]}, N={n}, d={d}, causal={bool(causal)}]", f"flops{bits}": flops}
+    q, kind = (args["Q"], "attn_fwd") if "Q" in args else (args["q_desc"].base, "attn_fwd_tma")  # pointers or TMA
+    bits = q.element_size() * 8
+    return {"name": f"{kind} [BH={grid[1]}, N={n}, d={d}, causal={bool(causal)}]", f"flops{bits}": flops}
 
 
 @triton.jit(launch_metadata=fwd_metadata, do_not_specialize=["N_CTX"])
@@ -490,20 +491,21 @@ def fwd_tiles_tma(acc, l_i, m_i, q, k_desc, v_desc, bh, offs_m, lo, hi, N_CTX, q
                   HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr,
                   WARP_SPECIALIZE: tl.constexpr):
     # As fwd_tiles, but the TMA engine copies each K/V tile (zeros past N); with WARP_SPECIALIZE a few warps
-    # issue the copies while the others multiply.
+    # issue the copies while the others multiply. The scale is applied inside the exponent's argument:
+    # s * scale - m is one fused multiply-add per score instead of a multiply and a subtraction.
     for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
         k = k_desc.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         v = v_desc.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-        s = tl.dot(q, k.T) * qk_scale
+        s = tl.dot(q, k.T)                                                     # raw scores
         if MASK:
             offs_n = start_n + tl.arange(0, BLOCK_N)
             keep = offs_n[None, :] < N_CTX
             if CAUSAL:
                 keep = keep & (offs_m[:, None] >= offs_n[None, :])
             s = tl.where(keep, s, -float("inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)                      # log2 units, as before
         alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
+        p = tl.exp2(s * qk_scale - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m_i = m_new
@@ -514,8 +516,11 @@ def fwd_tiles_tma(acc, l_i, m_i, q, k_desc, v_desc, bh, offs_m, lo, hi, N_CTX, q
 def attn_fwd_tma_kernel(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, N_CTX, HEAD_DIM: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                         WARP_SPECIALIZE: tl.constexpr):
-    # The descriptors see q, k, v, o as (B*H, N, d): a tile never crosses into the next head.
+    # The descriptors see q, k, v, o as (B*H, N, d): a tile never crosses into the next head. Causal: the last
+    # query tiles (the most key tiles) start first, so the short ones fill the last wave instead of the long ones.
     start_m, bh = tl.program_id(0), tl.program_id(1)
+    if CAUSAL:
+        start_m = tl.num_programs(0) - 1 - start_m
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     q = q_desc.load([bh, start_m * BLOCK_M, 0]).reshape(BLOCK_M, HEAD_DIM)
     m_i = tl.full([BLOCK_M], -float("inf"), tl.float32)

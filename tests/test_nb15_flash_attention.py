@@ -185,3 +185,15 @@ def test_kernels_take_the_length_unspecialized():
         # a compiled JITFunction keeps the list as do_not_specialize, the interpreter's function in its kwargs
         spec = getattr(kernel, "do_not_specialize", None) or getattr(kernel, "kwargs", {}).get("do_not_specialize")
         assert spec and ("N_CTX" in spec or list(kernel.arg_names).index("N_CTX") in spec), kernel
+
+
+def test_proton_metadata_names_either_forward_and_counts_its_flops():
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    import lessons.nb15_flash_attention as fa
+    q = torch.zeros(6, 8, 16, dtype=torch.float16)
+    common = {"N_CTX": 8, "HEAD_DIM": 16, "CAUSAL": True}
+    pointer = fa.fwd_metadata((1, 6, 1), None, {**common, "Q": q})
+    tma = fa.fwd_metadata((1, 6, 1), None, {**common, "q_desc": TensorDescriptor.from_tensor(q, [1, 8, 16])})
+    assert pointer["name"].startswith("attn_fwd [") and tma["name"].startswith("attn_fwd_tma [")
+    assert pointer["flops16"] == tma["flops16"] == 4 * 6 * 8 * 8 * 16 * 0.5
