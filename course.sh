@@ -42,6 +42,8 @@ case "$mode" in
         # Notebooks run in parallel, one per core: one BLAS/OpenMP thread each avoids oversubscription,
         # which made small CPU matmuls tens of times slower.
         export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+        # The suite builds a dozen C++ extensions: torch/extension.h precompiled once halves each build.
+        export COURSE_PCH=${COURSE_PCH:-1}
         # One worker per core, one notebook per worker (--dist loadfile); GPU-marked tests skip here.
         exec "$venv/bin/python" -m pytest -p no:cacheprovider -n "${COURSE_WORKERS:-auto}" --dist loadfile \
              --nbval-lax --nbval-cell-timeout=900 tests notebooks "$@" ;;

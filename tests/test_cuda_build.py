@@ -13,7 +13,10 @@ fresh cache folder, so that every run really builds them.
 from __future__ import annotations
 
 import contextlib
+import re
+import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -82,6 +85,8 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory):
     if verdict.is_file():
         (folder / "compiler_probe").mkdir()
         shutil.copy(verdict, folder / "compiler_probe" / "verdict.json")
+    (Path(REAL_CACHE) / "pch").mkdir(parents=True, exist_ok=True)  # the precompiled torch header too (COURSE_PCH)
+    (folder / "pch").symlink_to(Path(REAL_CACHE) / "pch", target_is_directory=True)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(device, "CACHE_DIR", folder)
         yield folder
@@ -159,6 +164,29 @@ def test_failed_build_then_edit_rebuilds(good_ext, cache_dir: Path):
     x = torch.arange(4, dtype=torch.float32).reshape(2, 2)
     torch.testing.assert_close(fixed.square_matrix(x), x * x + 1)
     torch.testing.assert_close(good_ext.square_matrix(x), x * x)
+
+
+@needs_cxx
+def test_the_precompiled_torch_header_is_valid_under_the_builds_own_flags(good_ext, monkeypatch):
+    cxx = tc.require_host_compiler()
+    monkeypatch.delenv(cb.PCH_ENV, raising=False)
+    assert cb.precompiled_torch_header(cxx, list(tc.HOST_CFLAGS)) == [], "off unless asked for"
+    monkeypatch.setenv(cb.PCH_ENV, "1")
+    with shared_cache() as shared:
+        flags = cb.precompiled_torch_header(cxx, list(tc.HOST_CFLAGS))
+        if "clang" in cb._compiler_version(cxx).lower():
+            assert flags == [], "clang: no GCC precompiled header"
+            return
+        assert flags[0] == "-include" and Path(flags[1] + ".gch").is_file(), flags
+        assert cb.precompiled_torch_header(cxx, list(tc.HOST_CFLAGS)) == flags, "built once, then found"
+        # the flags load_inline wrote for a real build (its build.ninja) must accept the header: GCC only warns
+        # about an unusable one and reads the header instead, so -Werror=invalid-pch turns that into a failure
+        ninja = (shared / "extensions" / good_ext.__name__ / "build.ninja").read_text()
+        cflags = [f for f in shlex.split(re.search(r"^cflags = (.*)$", ninja, re.M).group(1))
+                  if f not in flags]
+    done = subprocess.run([cxx, *cflags, *flags, "-Werror=invalid-pch", "-fsyntax-only", "-x", "c++", "-"],
+                          input="#include <torch/extension.h>\nint f() { return 0; }\n", capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 # ------------------------------------------------------------------------ missing tools
