@@ -44,6 +44,9 @@ case "$mode" in
         export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
         # The suite builds a dozen C++ extensions: torch/extension.h precompiled once halves each build.
         export COURSE_PCH=${COURSE_PCH:-1}
+        if [ "$COURSE_PCH" = 1 ]; then  # built in the background while the first tests run (a minute, one core)
+          "$venv/bin/python" -c "from course_utils.cuda_build import warm_precompiled_header as w; w()" >/dev/null 2>&1 &
+        fi
         # One worker per core, one notebook per worker (--dist loadfile); GPU-marked tests skip here.
         exec "$venv/bin/python" -m pytest -p no:cacheprovider -n "${COURSE_WORKERS:-auto}" --dist loadfile \
              --nbval-lax --nbval-cell-timeout=900 tests notebooks "$@" ;;

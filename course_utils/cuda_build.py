@@ -43,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -60,6 +61,7 @@ from course_utils.toolchain import (HOST_CFLAGS, BuildError, ToolchainError, bui
 __all__ = [
     "BuildError", "PCH_ENV", "ToolchainError", "build_extension", "compile_cuda", "compiler_log_path", "current_arch",
     "default_cuda_cflags", "extension_name", "extensions_dir", "precompiled_torch_header", "toolchain_report",
+    "warm_precompiled_header",
 ]
 
 _LOADED: dict[str, types.ModuleType] = {}
@@ -133,7 +135,6 @@ def build_extension(name: str, cpp_sources: str, cuda_sources: str | None = None
     cflags = list(HOST_CFLAGS)
     cuda_cflags = default_cuda_cflags() if cuda_sources is not None else []
     cxx = require_host_compiler()
-    pch = precompiled_torch_header(cxx, cflags, cuda=cuda_sources is not None)  # [] unless COURSE_PCH=1
     # The compiler is part of the name: a module built by another compiler is another module.
     module_name = extension_name(name, cpp_sources, cuda_sources, functions, [*cflags, f"cxx={cxx}"],
                                  cuda_cflags)
@@ -148,6 +149,7 @@ def build_extension(name: str, cpp_sources: str, cuda_sources: str | None = None
 
     build_dir = extensions_dir() / module_name
     build_dir.mkdir(parents=True, exist_ok=True)
+    pch = precompiled_torch_header(cxx, cflags, cuda=cuda_sources is not None)  # [] unless COURSE_PCH=1
     previous_cxx = os.environ.get("CXX")
     os.environ["CXX"] = str(cxx)  # torch's build reads $CXX; restored below
     try:
@@ -176,6 +178,9 @@ def build_extension(name: str, cpp_sources: str, cuda_sources: str | None = None
 
 #: The environment variable that turns on the precompiled torch header (build_extension's docstring).
 PCH_ENV = "COURSE_PCH"
+#: Where the precompiled headers go: the cache folder this process started with (a test that points
+#: CACHE_DIR at a fresh folder, to build an extension afresh, still finds the machine's header).
+_PCH_ROOT = Path(device.CACHE_DIR) / "pch"
 
 
 def _compiler_version(cxx: str) -> str:
@@ -194,10 +199,12 @@ def precompiled_torch_header(cxx: str, cflags: Sequence[str], *, cuda: bool = Fa
     C++ file (`torch.utils.cpp_extension`: the extension API macro, torch's and Python's include folders,
     ``-fPIC -std=c++20``, then ``cflags``): GCC uses a precompiled header only under the same flags, and
     falls back to reading the header itself, with a warning, otherwise."""
+    if not isinstance(cxx, (str, os.PathLike)):
+        raise TypeError(f"cxx must be the C++ compiler's path (str), got {type(cxx).__name__}")
+    if isinstance(cflags, str) or not all(isinstance(f, str) for f in cflags):
+        raise TypeError(f"cflags must be a list of strings, e.g. [{cflags!r}] rather than {cflags!r}")
     if os.environ.get(PCH_ENV, "") != "1":
         return []
-    if isinstance(cflags, str) or not all(isinstance(f, str) for f in cflags):
-        raise TypeError(f"cflags must be a list of strings, got {cflags!r}")
     version = _compiler_version(cxx)
     if not version or "clang" in version.lower():  # clang reads .pch files, through other flags
         return []
@@ -210,8 +217,9 @@ def precompiled_torch_header(cxx: str, cflags: Sequence[str], *, cuda: bool = Fa
     includes = [*include_paths("cuda" if cuda else "cpu"), sysconfig.get_path("include", scheme="posix_prefix")]
     flags = ["-DTORCH_API_INCLUDE_EXTENSION_H", *(x for p in includes if p for x in ("-isystem", p)),
              "-fPIC", "-std=c++20", *cflags]
-    key = hashlib.sha256("\x1f".join([str(cxx), version, torch.__version__, *flags]).encode()).hexdigest()[:12]
-    folder = Path(device.CACHE_DIR) / "pch" / key
+    compiler = os.path.realpath(shutil.which(str(cxx)) or str(cxx))  # "c++" and "/usr/bin/c++": one header
+    key = hashlib.sha256("\x1f".join([compiler, version, torch.__version__, *flags]).encode()).hexdigest()[:12]
+    folder = _PCH_ROOT / key
     header, gch, failed = folder / "torch_extension.h", folder / "torch_extension.h.gch", folder / "failed.log"
     use = ["-include", str(header), "-Winvalid-pch"]
     if any(c.isspace() for c in str(header)):  # torch writes extra_cflags into build.ninja unquoted
@@ -245,6 +253,22 @@ def precompiled_torch_header(cxx: str, cflags: Sequence[str], *, cuda: bool = Fa
             return use
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def warm_precompiled_header() -> None:
+    """Build the precompiled torch header that C++-only builds will use (``./course.sh test`` runs this in the
+    background as the tests start, so that the first builds need not pay for it)."""
+    from course_utils.toolchain import require_host_compiler as host
+
+    before = os.environ.get(PCH_ENV)
+    os.environ[PCH_ENV] = "1"
+    try:
+        precompiled_torch_header(host(), list(HOST_CFLAGS))
+    finally:
+        if before is None:
+            os.environ.pop(PCH_ENV)
+        else:
+            os.environ[PCH_ENV] = before
 
 
 # --------------------------------------------------------------------------------- compile only

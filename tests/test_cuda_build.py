@@ -85,8 +85,6 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory):
     if verdict.is_file():
         (folder / "compiler_probe").mkdir()
         shutil.copy(verdict, folder / "compiler_probe" / "verdict.json")
-    (Path(REAL_CACHE) / "pch").mkdir(parents=True, exist_ok=True)  # the precompiled torch header too (COURSE_PCH)
-    (folder / "pch").symlink_to(Path(REAL_CACHE) / "pch", target_is_directory=True)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(device, "CACHE_DIR", folder)
         yield folder
