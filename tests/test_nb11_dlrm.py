@@ -379,18 +379,20 @@ def test_graph_rung_after_the_compiled_rungs_runs_and_learns(data):
     ids = torch.from_numpy(ds.ids).cuda()
     vocab = L.Vocabulary(ids, sizes)
     tensors = (torch.from_numpy(ds.dense).cuda(), vocab(ids), torch.from_numpy(ds.label).cuda())
+    # Rung 8 follows, a graph again with a batch four times larger: compiled with dynamic=False (the notebook's
+    # setting), each batch size gets a graph of its own instead of one with a symbolic batch dimension.
     losses = {}
-    for fused, graph in ((False, False), (True, False), (True, True)):
+    for fused, graph, batch in ((False, False, 512), (True, False, 512), (True, True, 512), (True, True, 2048)):
         torch.manual_seed(0)
         model = L.DLRM(sizes, dim=8, bottom=(16,), top=(16,)).cuda()
         model = L.fuse_tables(model) if fused else model
         opt = torch.optim.Adam(model.parameters(), lr=1e-2, fused=True, capturable=graph)
-        batches = L.DeviceBatches(*tensors, 512, seed=0)
-        step = L.device_step(model, opt, torch.compile(L.rows_loss))
+        batches = L.DeviceBatches(*tensors, batch, seed=0)
+        step = L.device_step(model, opt, torch.compile(L.rows_loss, dynamic=False))
         run = L.device_run(L.graph_step(step, next(batches)) if graph else step, batches)
         run(30)
         torch.cuda.synchronize()
-        losses[fused, graph] = torch.stack(run.losses).float().cpu()
+        losses[fused, graph, batch] = torch.stack(run.losses).float().cpu()
     for key, curve in losses.items():
         assert torch.isfinite(curve).all() and curve[-10:].mean() < curve[:5].mean(), f"rung {key} did not learn"
 
