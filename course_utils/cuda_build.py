@@ -191,11 +191,12 @@ def _compiler_version(cxx: str) -> str:
     return done.stdout.splitlines()[0] if done.returncode == 0 and done.stdout else ""
 
 
-def precompiled_torch_header(cxx: str, cflags: Sequence[str], *, cuda: bool = False) -> list[str]:
+def precompiled_torch_header(cxx: str, cflags: Sequence[str], *, cuda: bool = False,
+                             wait: bool = False) -> list[str]:
     """The extra C++ flags that make a build include ``torch/extension.h`` precompiled: ``["-include", header,
     "-Winvalid-pch"]``, the ``.gch`` built beside ``header`` first if this process is the first to need it;
     ``[]`` (build as usual) unless ``COURSE_PCH=1``, for a compiler other than GCC, while another process builds
-    the header, or where building it failed. The header is compiled with the flags ``load_inline`` gives the
+    the header (unless ``wait``: then it waits for that build), or where building it failed. The header is compiled with the flags ``load_inline`` gives the
     C++ file (`torch.utils.cpp_extension`: the extension API macro, torch's and Python's include folders,
     ``-fPIC -std=c++20``, then ``cflags``): GCC uses a precompiled header only under the same flags, and
     falls back to reading the header itself, with a warning, otherwise."""
@@ -203,6 +204,8 @@ def precompiled_torch_header(cxx: str, cflags: Sequence[str], *, cuda: bool = Fa
         raise TypeError(f"cxx must be the C++ compiler's path (str), got {type(cxx).__name__}")
     if isinstance(cflags, str) or not all(isinstance(f, str) for f in cflags):
         raise TypeError(f"cflags must be a list of strings, e.g. [{cflags!r}] rather than {cflags!r}")
+    if not isinstance(wait, bool) or not isinstance(cuda, bool):
+        raise TypeError(f"cuda and wait must be True or False, got {cuda!r} and {wait!r}")
     if os.environ.get(PCH_ENV, "") != "1":
         return []
     version = _compiler_version(cxx)
@@ -231,7 +234,7 @@ def precompiled_torch_header(cxx: str, cflags: Sequence[str], *, cuda: bool = Fa
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".build.flock", "a") as handle:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except OSError:  # another process is building it (about a minute): this build goes without
             return []
         try:

@@ -170,6 +170,7 @@ TABLE: list[tuple[str, str, tuple]] = [
     ("cuda_build:extension_name", 'cuda_build.extension_name("x", "", functions=["a-b"])', E("ValueError", "functions must name C")),
     ("cuda_build:precompiled_torch_header", 'cuda_build.precompiled_torch_header("c++", "-O3")', E("TypeError", r"cflags must be a list of strings, e.g. \['-O3'\]")),
     ("cuda_build:precompiled_torch_header", 'cuda_build.precompiled_torch_header(None, [])', E("TypeError", "cxx must be the C\\+\\+ compiler's path")),
+    ("cuda_build:precompiled_torch_header", 'cuda_build.precompiled_torch_header("c++", [], wait="yes")', E("TypeError", "cuda and wait must be True or False")),
     ("cuda_build:warm_precompiled_header", 'cuda_build.warm_precompiled_header(True)', E("TypeError", "takes 0 positional arguments")),
     ("cuda_build:default_cuda_cflags", 'cuda_build.default_cuda_cflags("sm_x")', E("ValueError", "sm_x")),
     ("cuda_build:extensions_dir", "cuda_build.extensions_dir().name", R("r == 'extensions'")),
