@@ -59,8 +59,8 @@ from course_utils.toolchain import (HOST_CFLAGS, BuildError, ToolchainError, bui
                                     toolchain_report)
 
 __all__ = [
-    "BuildError", "PCH_ENV", "ToolchainError", "build_extension", "compile_cuda", "compiler_log_path", "current_arch",
-    "default_cuda_cflags", "extension_name", "extensions_dir", "precompiled_torch_header", "toolchain_report",
+    "BuildError", "PCH_ENV", "ToolchainError", "build_extension", "compile_cuda", "compiler_log_path",
+    "current_arch", "default_cuda_cflags", "extension_name", "extensions_dir", "precompiled_torch_header", "toolchain_report",
     "warm_precompiled_header",
 ]
 
@@ -196,9 +196,9 @@ def precompiled_torch_header(cxx: str, cflags: Sequence[str], *, cuda: bool = Fa
     """The extra C++ flags that make a build include ``torch/extension.h`` precompiled: ``["-include", header,
     "-Winvalid-pch"]``, the ``.gch`` built beside ``header`` first if this process is the first to need it;
     ``[]`` (build as usual) unless ``COURSE_PCH=1``, for a compiler other than GCC, while another process builds
-    the header (unless ``wait``: then it waits for that build), or where building it failed. The header is compiled with the flags ``load_inline`` gives the
-    C++ file (`torch.utils.cpp_extension`: the extension API macro, torch's and Python's include folders,
-    ``-fPIC -std=c++20``, then ``cflags``): GCC uses a precompiled header only under the same flags, and
+    the header (unless ``wait``: then it waits for that build), or where building it failed. The header is
+    compiled with the flags ``load_inline`` gives the C++ file (`torch.utils.cpp_extension`: the extension API
+    macro, torch's and Python's include folders, ``-fPIC -std=c++20``, then ``cflags``): GCC uses a precompiled header only under the same flags, and
     falls back to reading the header itself, with a warning, otherwise."""
     if not isinstance(cxx, (str, os.PathLike)):
         raise TypeError(f"cxx must be the C++ compiler's path (str), got {type(cxx).__name__}")

@@ -171,7 +171,8 @@ def test_the_precompiled_torch_header_is_valid_under_the_builds_own_flags(good_e
     assert cb.precompiled_torch_header(cxx, list(tc.HOST_CFLAGS)) == [], "off unless asked for"
     monkeypatch.setenv(cb.PCH_ENV, "1")
     with shared_cache() as shared:
-        flags = cb.precompiled_torch_header(cxx, list(tc.HOST_CFLAGS), wait=True)  # ./course.sh test's may be underway
+        # wait=True: the build that ./course.sh test starts in the background may be underway
+        flags = cb.precompiled_torch_header(cxx, list(tc.HOST_CFLAGS), wait=True)
         if "clang" in cb._compiler_version(cxx).lower():
             assert flags == [], "clang: no GCC precompiled header"
             return
