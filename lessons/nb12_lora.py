@@ -293,13 +293,25 @@ def lora_epilogue(acc, xa, up_ptr, bias_ptr, pre_ptr, offs_m, offs_n, M, N, R, s
 
 
 @triton.jit
+def rank_updates(acc, xa_ptr, up_ptr, offs_m, offs_n, M, N, R, scale, stride_xam, stride_upr, stride_upn):
+    """acc + s (x A^T) B^T as R rank-1 updates on the CUDA cores: column r of x A^T times row r of B^T, both read
+    from memory (the lines they share stay in L1). No second tensor-core product in the tile loop."""
+    for r in range(R):  # a loop, not unrolled: two short vectors live at a time, next to the tile's accumulator
+        col = tl.load(xa_ptr + offs_m * stride_xam + r, mask=offs_m < M, other=0.0).to(tl.float32)
+        row = tl.load(up_ptr + r * stride_upr + offs_n * stride_upn, mask=offs_n < N, other=0.0).to(tl.float32)
+        acc += (col * scale)[:, None] * row[None, :]  # one multiply-add per output element and rank
+    return acc
+
+
+@triton.jit
 def lora_persistent_kernel(x_ptr, w_ptr, a_ptr, xa_ptr, up_ptr, bias_ptr, out_ptr, pre_ptr, M, N, K, R,
                            scale, inv_scale, stride_xm, stride_w, stride_a, stride_xam, stride_upr, stride_upn,
                            stride_bias, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                            BLOCK_R: tl.constexpr, GROUP_M: tl.constexpr, SUBTILES: tl.constexpr,
                            FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, W_KN: tl.constexpr,
-                           XA_IN_LOOP: tl.constexpr, STORE_XA: tl.constexpr, HAS_ADAPTER: tl.constexpr,
-                           HAS_BIAS: tl.constexpr, STORE_PRE: tl.constexpr, ACTIVATION: tl.constexpr):
+                           XA_IN_LOOP: tl.constexpr, STORE_XA: tl.constexpr, RANK_FMA: tl.constexpr,
+                           HAS_ADAPTER: tl.constexpr, HAS_BIAS: tl.constexpr, STORE_PRE: tl.constexpr,
+                           ACTIVATION: tl.constexpr):
     # out = act(x @ W_op + s (x A^T) B^T + b), x: M x K, W_op: K x N stored as W (N x K rows, W_KN=False) or as
     # K x N rows (W_KN=True, the backward's dx); program p computes tiles p, p + P, ... (notebook 14's design)
     x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[stride_xm, 1], block_shape=[BLOCK_M, BLOCK_K])
@@ -339,10 +351,14 @@ def lora_persistent_kernel(x_ptr, w_ptr, a_ptr, xa_ptr, up_ptr, bias_ptr, out_pt
         if XA_IN_LOOP:
             if STORE_XA:  # kept for the backward pass; the first column of tiles writes it
                 tl.store(xa_at, xa.to(xa_ptr.dtype.element_ty), mask=xa_mask & (pid_n == 0))
-        elif HAS_ADAPTER:  # x A^T was computed before the launch
+        elif HAS_ADAPTER and RANK_FMA:  # x A^T computed before the launch, added as rank-1 updates
+            acc = rank_updates(acc, xa_ptr, up_ptr, offs_m, offs_n, M, N, R, scale, stride_xam, stride_upr,
+                               stride_upn)
+        elif HAS_ADAPTER:  # x A^T computed before the launch, added by a second dot in the epilogue
             xa = tl.load(xa_at, mask=xa_mask, other=0.0).to(tl.float32)
         acc = lora_epilogue(acc, xa, up_ptr, bias_ptr, pre_ptr, offs_m, offs_n, M, N, R, scale, inv_scale,
-                            stride_upr, stride_upn, stride_bias, BLOCK_R, HAS_ADAPTER, HAS_BIAS, STORE_PRE, ACTIVATION)
+                            stride_upr, stride_upn, stride_bias, BLOCK_R,
+                            HAS_ADAPTER and (XA_IN_LOOP or not RANK_FMA), HAS_BIAS, STORE_PRE, ACTIVATION)
         store_subtiled(out_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_N, SUBTILES)  # notebook 14's epilogue
 
 
@@ -374,9 +390,13 @@ def lora_blocked_kernel(x_ptr, w_ptr, xa_ptr, up_ptr, bias_ptr, out_ptr, pre_ptr
 # notebook 07's tiles and pruning. On a CPU one small tile each, so that the interpreter runs little.
 # 14's pipelined tiles, and 128x256 with two epilogue subtiles on 3 stages: the adapter's tiles take shared memory
 # that the 4-stage version of that tile no longer has on an H100
-LORA_TILES = cu.pick_size([t for t in GPU_TILES if not t[6]] + [(128, 256, 64, 3, 8, 2, False)],
+LORA_TILES = cu.pick_size([t for t in GPU_TILES if not t[6]] + [(128, 256, 64, 3, 8, 2, False),
+                                                                  (256, 128, 64, 3, 8, 2, False)],
                           [t for t in CPU_TILES if not t[6]])
-_KEY = ["M", "N", "K", "BLOCK_R", "HAS_BIAS", "STORE_PRE", "ACTIVATION"]
+#: RANK_FMA: how the epilogue adds s (x A^T) B^T, by a second tensor-core dot (False) or by rank-1 updates on the
+#: CUDA cores (True). The GPU's autotuner times both; the CPU's interpreter runs the dot (tests run both).
+LORA_EPILOGUES = cu.pick_size((False, True), (False,))
+_KEY = ["M", "N", "K", "BLOCK_R", "HAS_ADAPTER", "HAS_BIAS", "STORE_PRE", "ACTIVATION"]
 
 
 def _probe_inputs():
@@ -393,7 +413,7 @@ def _probe_launch(x, W, b, A, B, cfg):
 @functools.lru_cache(maxsize=1)
 def persistent_configs() -> list:
     """The persistent configs that compile, fit and give the right answer on this GPU (probed once per process)."""
-    configs = [tile_config(*t) for t in LORA_TILES] if HAS_TMA else []
+    configs = [tile_config(*t, RANK_FMA=fma) for t in LORA_TILES for fma in LORA_EPILOGUES] if HAS_TMA else []
     return probe(configs, _probe_launch, _probe_inputs, lambda *t: lora_reference(*t, 0.5), "fused LoRA, persistent")
 
 
@@ -402,7 +422,17 @@ def persistent_tuned():
     """The autotuned persistent kernel (None where no config is usable: no TMA)."""
     configs = persistent_configs()
     key = _KEY + ["W_KN", "XA_IN_LOOP", "STORE_XA"]
-    return _autotune(configs, key, lora_persistent_kernel) if configs else None
+    return _autotune(configs, key, lora_persistent_kernel,
+                     prune_configs_by={"early_config_prune": prune_epilogues}) if configs else None
+
+
+def prune_epilogues(configs, named_args, **kwargs):
+    """Rank-1 updates only where they apply: an adapter whose x A^T comes from memory (not computed in the K loop).
+    Elsewhere the two epilogues are one kernel: time it once."""
+    if not configs or not all(isinstance(c, triton.Config) for c in configs):
+        raise ValueError("configs must be a non-empty list of triton.Config")
+    fma_applies = kwargs.get("HAS_ADAPTER", True) and not kwargs.get("XA_IN_LOOP", False)
+    return [c for c in configs if fma_applies or not c.kwargs.get("RANK_FMA", False)] or configs[:1]
 
 
 def _autotune(configs, key, kernel, **kwargs):
@@ -542,8 +572,8 @@ def config_text(config: triton.Config) -> str:
     """An autotuner's choice in one line: the tile (BLOCK_M x BLOCK_N x BLOCK_K), warps and pipeline stages."""
     if not isinstance(config, triton.Config):
         raise TypeError(f"config must be a triton.Config, got {type(config).__name__}")
-    if "SUBTILES" in config.kwargs:
-        return describe(config)  # notebook 14's persistent configs
+    if "SUBTILES" in config.kwargs:  # notebook 14's persistent configs, and how this epilogue adds the adapter
+        return describe(config) + (", adapter as rank-1 updates" if config.kwargs.get("RANK_FMA") else "")
     kw, stages = config.kwargs, config.num_stages
     return (f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']}, {config.num_warps} warps, "
             f"{stages} stage{'' if stages == 1 else 's'}")
@@ -620,9 +650,11 @@ class LoRALinearFunction(torch.autograd.Function):
         need_x, need_A, need_B = ctx.needs_input_grad[0], ctx.needs_input_grad[3], ctx.needs_input_grad[4]
         gB = g @ B_ if need_x or need_A else None  # T x r: dx's "x A^T", and what dA needs
         dx = ctx.fwd(g, W, None, B_.t(), A_, s, "none", xa=gB)[0] if need_x else None
-        # the products in x's dtype (fp32 accumulation), the scale in fp32, then the adapters' own dtype
-        dA = (gB.t() @ x2).float().mul_(s).to(ctx.dtypes[0]) if need_A else None  # r x d_in
-        dB = (g.t() @ xa).float().mul_(s).to(ctx.dtypes[1]) if need_B else None  # d_out x r
+        # one cuBLAS call each: fp32 accumulation, alpha = s applied in fp32 before the one rounding to x's dtype
+        # (beta = 0: the first argument is never read), then the adapters' own dtype
+        unread = torch.empty((), device=x2.device, dtype=x2.dtype)
+        dA = torch.addmm(unread, gB.t(), x2, beta=0, alpha=s).to(ctx.dtypes[0]) if need_A else None  # r x d_in
+        dB = torch.addmm(unread, g.t(), xa, beta=0, alpha=s).to(ctx.dtypes[1]) if need_B else None  # d_out x r
         return dx, None, None, dA, dB, None, None, None, None, None
 
 

@@ -134,6 +134,24 @@ def test_x_a_in_the_loop_matches_on_the_tma_kernel(dtype):
                                    **TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", nb.LORA_DTYPES, ids=str)
+def test_both_epilogues_match_on_the_tma_kernel(dtype):
+    """The adapter added by a second dot (RANK_FMA False) or by rank-1 updates (True), with each config launched
+    by hand (the CPU's autotuner keeps the dot only), in the forward's layout and in dx's (W read as stored)."""
+    tile = nb.LORA_TILES[0]
+    for shape in [(40, 24, 72, 8), (33, 40, 40, 20), (70, 48, 96, 1)]:
+        x, W, b, A, B = lora_inputs(*shape, dtype)
+        expected = nb.lora_reference(x, W, b, A, B, 1.5)
+        xa = x @ A.t()
+        for fma in (False, True):
+            cfg = nb.tile_config(*tile, RANK_FMA=fma)
+            for w_kn, w_op in ((False, W.t()), (True, W.t().contiguous())):
+                out = nb._launch_persistent(cfg, w_kn, x, w_op, b, A, B.t(), 1.5, "none", xa, False, False, None)[0]
+                torch.testing.assert_close(out, expected, **TOL[dtype], msg=f"{shape}, RANK_FMA={fma}, W_KN={w_kn}")
+    assert "rank-1 updates" in nb.config_text(nb.tile_config(*tile, RANK_FMA=True))
+    assert "rank-1" not in nb.config_text(nb.tile_config(*tile, RANK_FMA=False))
+
+
 def test_x_a_in_the_loop_refuses_what_tma_cannot_read():
     inputs = lora_inputs(17, 33, 65, 3, torch.float16)  # rows of 65 fp16: not 16-byte aligned
     with pytest.raises(ValueError, match="xa_in_loop=True needs the persistent TMA kernel"):
