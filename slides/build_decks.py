@@ -8,8 +8,9 @@
 expressions. Each ``---`` line starts a slide; a ``Note:`` line starts its speaker notes. The build:
 
 1. renders the Jinja2 expressions. They are the only way a measured figure, a plot or a kernel gets
-   onto a slide: ``H(what)`` quotes a headline of ``results/<GPU>/<notebook>.json``, ``R(**where)``
-   a row of its sweep, ``sweep(...)`` and ``bars(...)`` draw a chart of them (slides/figures.py),
+   onto a slide: ``H(what)`` quotes a headline of ``results/<GPU>/<notebook>.json`` (``<GPU>``: the card
+   that ran the notebook's committed outputs, H100 or H200, never both in one deck), ``R(**where)`` a
+   row of its sweep, ``sweep(...)`` and ``bars(...)`` draw a chart of them (slides/figures.py),
    ``table(...)`` sets them in a table, ``diagram(name)`` draws a mechanism (slides/diagrams.py),
    ``code(path, name)`` shows an excerpt of a function of ``lessons/``, ``cell_code(cell text, start)``
    one of a kernel written in a notebook cell, ``output(cell text)`` a cell's printed output;
@@ -59,7 +60,8 @@ COURSE_NAME = "GPU performance engineering for deep learning"
 #: The first cell of a notebook whose committed outputs come from a CPU run says exactly this
 #: (tests/test_notebooks_structure.py keeps it so). Its deck then quotes no figure and shows no plot.
 CPU_OUTPUTS_BANNER = "**The outputs below come from a CPU run: this notebook's H100 run is still owed.**"
-#: ... or from a run on the other card (H200): its figures are not the reference's, so a deck quotes none either
+#: ... or from a run on the other card the course runs on (H200): its deck quotes that card's figures, from
+#: results/NVIDIA_H200/, and its title slide says so and that the H100's are owed.
 H200_OUTPUTS_BANNER = "**The outputs below come from a run on H200 GPUs: this notebook's H100 run is still owed.**"
 MIN_SLIDES, MAX_SLIDES = 10, 25
 #: Slide kinds a deck marks with ``<!-- kind: NAME -->``; the first four are required in every deck.
@@ -123,7 +125,7 @@ class Notebook:
 
     @property
     def cpu_outputs(self) -> bool:
-        return CPU_OUTPUTS_BANNER in _source(self.cells[0]) or self.h200_outputs
+        return CPU_OUTPUTS_BANNER in _source(self.cells[0])
 
     @property
     def h200_outputs(self) -> bool:
@@ -132,6 +134,27 @@ class Notebook:
     def provenance(self) -> str:
         """The text output of the provenance cell (cell 3: cu.print_environment())."""
         return "".join(_text(o.get("text")) for o in self.cells[2].get("outputs", []))
+
+    def environment(self) -> dict[str, str]:
+        """The provenance cell's ``key : value`` lines (gpu, torch, triton, ...)."""
+        return dict(re.findall(r"^(\w+)\s*:\s*(.+?)\s*$", self.provenance(), re.MULTILINE))
+
+    @property
+    def card(self) -> str | None:
+        """The folder of results/ that holds the figures of the card that ran the committed outputs: the
+        reference H100's, the H200's for a notebook whose first cell says its outputs come from an H200 run
+        (named by its provenance cell), None for a CPU run (its deck quotes no figure)."""
+        if self.cpu_outputs:
+            return None
+        if not self.h200_outputs:
+            return REFERENCE_DEVICE
+        from course_utils.results import device_slug
+
+        gpu = self.environment().get("gpu", "")
+        if "H200" not in gpu:
+            raise DeckError(f"{self.path.name} says its outputs come from an H200 run, but its provenance cell "
+                            f"names {gpu or 'no GPU'}")
+        return device_slug({"gpu": gpu})
 
     def code_cell(self, match: str) -> tuple[int, dict]:
         """The one code cell whose source contains ``match`` (or whose id is ``id:...``); fails loudly."""
@@ -177,12 +200,32 @@ def deck_source(notebook: Path) -> Path:
 # Figures: every measured number on a slide is resolved from results/ and tagged with where it came from
 
 
+def card_name(device: str) -> str:
+    """'H100' for the reference folder, 'H200' for NVIDIA_H200: how slides name a card."""
+    return "H100" if device == REFERENCE_DEVICE else device.removeprefix("NVIDIA_").split("_")[0]
+
+
 class Results:
-    """The saved results of the reference GPU, loaded once per notebook."""
+    """The saved results of one card, ``results/<device>/``, loaded once per notebook; ``on(device)`` is the
+    same for another card (one object per card, so a deck and its checks read one folder)."""
 
     def __init__(self, results_dir: Path = RESULTS_DIR, device: str = REFERENCE_DEVICE):
-        self.folder = Path(results_dir) / device
+        self.root, self.device = Path(results_dir), device
+        self.folder = self.root / device
         self._cache: dict[str, Any] = {}
+        self._cards = {device: self}
+
+    def on(self, device: str) -> "Results":
+        if device not in self._cards:
+            other = Results(self.root, device)
+            other._cards = self._cards
+            self._cards[device] = other
+        return self._cards[device]
+
+    def of(self, notebook: "Notebook") -> "Results":
+        """The results of the card whose run a notebook's committed outputs are (a CPU run's: the
+        reference's, from which its deck quotes nothing)."""
+        return self.on(notebook.card or REFERENCE_DEVICE)
 
     def get(self, notebook: str):
         from course_utils.results import load_results
@@ -191,7 +234,7 @@ class Results:
             path = self.folder / f"{notebook}.json"
             if not path.exists():
                 raise DeckError(f"no {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: "
-                                f"notebook {notebook} has no saved results on the reference GPU to quote")
+                                f"notebook {notebook} has no saved results on the {card_name(self.device)} to quote")
             self._cache[notebook] = load_results(path)
         return self._cache[notebook]
 
@@ -650,7 +693,7 @@ class DeckContext:
     """What a deck's Jinja2 expressions can call. Everything fails loudly when it finds nothing."""
 
     def __init__(self, notebook: Notebook, results: Results):
-        self.nb, self.results = notebook, results
+        self.nb, self.results = notebook, results.of(notebook)  # the card of the notebook's outputs
         self._notebooks = {notebook.stem: notebook}
 
     # figures ------------------------------------------------------------------------------------
@@ -662,13 +705,19 @@ class DeckContext:
         return matches[0]
 
     def _stem(self, nb: str | None) -> str:
-        """The notebook whose measured figures and plots a slide quotes (this deck's by default): never
-        one whose committed outputs are a CPU run."""
+        """The notebook whose measured figures, plots and printed output a slide quotes (this deck's by
+        default): never one whose committed outputs are a CPU run, and never one run on another card than
+        this deck's notebook (a deck does not mix cards)."""
         stem = self.nb.stem if nb is None else self._stem_any(nb)
-        notebook = self._notebook(stem)
-        if notebook.cpu_outputs:
-            raise DeckError(f"{stem}'s committed outputs come from a CPU run (its first cell says so): "
-                            "its H100 figures are owed, and its deck quotes none")
+        for notebook in (self.nb, self._notebook(stem)):
+            if notebook.cpu_outputs:
+                raise DeckError(f"{notebook.stem}'s committed outputs come from a CPU run (its first cell says so): "
+                                "its H100 figures are owed, and its deck quotes none")
+        card = self._notebook(stem).card
+        if card != self.results.device:
+            raise DeckError(f"{stem}'s figures come from results/{card}/, and this deck quotes "
+                            f"results/{self.results.device}/ ({self.nb.stem}'s committed outputs are an "
+                            f"{card_name(self.results.device)} run): a deck never mixes cards")
         return stem
 
     def _notebook(self, stem: str) -> Notebook:
@@ -695,7 +744,7 @@ class DeckContext:
     def _chart(self, spec: dict, caption: str, size: str) -> str:
         rendered = draw_chart(spec, self.results)
         if spec.get("nb"):
-            source = f"drawn from results/{REFERENCE_DEVICE}/{spec['nb']}.json"
+            source = f"drawn from results/{self.results.device}/{spec['nb']}.json"
             caption = f"{caption} · {source}" if caption else source
         return chart_html(spec, rendered, caption, size)
 
@@ -792,7 +841,8 @@ class DeckContext:
                              quote=True)
         body = html.escape("\n".join(rows))
         return (f'\n<pre class="exhibit" data-origin="{origin}"><code>{body}</code></pre>\n\n'
-                f'<p class="exhibit-caption">printed by notebook {stem[:2]}, committed H100 output</p>\n')
+                f'<p class="exhibit-caption">printed by notebook {stem[:2]}, committed '
+                f'{card_name(self.results.device)} output</p>\n')
 
     # code ---------------------------------------------------------------------------------------
     def code(self, path: str, name: str, skip: Iterable[str] = (), start: str | None = None,
@@ -843,25 +893,33 @@ class DeckContext:
 
     # the title slide ----------------------------------------------------------------------------
     def title_slide(self, question: str) -> str:
-        nb = self.nb
+        nb, card = self.nb, self.results.device
         if nb.cpu_outputs:
             provenance = (f'<div class="owed"><strong>H100 figures owed.</strong> The committed outputs of '
-                          f"notebooks/{nb.stem}.ipynb come from {'an H200' if nb.h200_outputs else 'a CPU'} run, "
-                          "and no H100 results are saved for it "
+                          f"notebooks/{nb.stem}.ipynb come from a CPU run, and no H100 results are saved for it "
                           "yet: this deck shows the method and the code, and quotes no measured figure.</div>")
-        elif (self.results.folder / f"{nb.stem}.json").exists():
-            env = self.results.get(nb.stem).environment
-            provenance = (f'<p class="provenance">Figures measured on {html.escape(env["gpu"])} '
-                          f"(torch {html.escape(env['torch'])}, triton {html.escape(env['triton'])}): "
-                          f"results/{REFERENCE_DEVICE}/{nb.stem}.json and the committed outputs of "
-                          f"notebooks/{nb.stem}.ipynb</p>")
-        else:  # a lecture that saves no figures: its outputs still come from the reference GPU
-            env = dict(re.findall(r"^(\w+)\s*:\s*(.+?)\s*$", nb.provenance(), re.MULTILINE))
-            if "H100" not in env.get("gpu", ""):
-                raise DeckError(f"{nb.stem} has neither saved results nor H100 outputs to show")
-            provenance = (f'<p class="provenance">Outputs from the committed {html.escape(env["gpu"])} run of '
-                          f"notebooks/{nb.stem}.ipynb (torch {html.escape(env.get('torch', '?'))}, triton "
-                          f"{html.escape(env.get('triton', '?'))}); this lecture saves no headline figures</p>")
+        else:
+            if (self.results.folder / f"{nb.stem}.json").exists():
+                env = self.results.get(nb.stem).environment
+                where = f"results/{card}/{nb.stem}.json"
+                if card_name(card) not in env.get("gpu", ""):
+                    raise DeckError(f"{where} was measured on {env.get('gpu')!r}, not an {card_name(card)}")
+                provenance = (f'<p class="provenance">Figures measured on {html.escape(env["gpu"])} '
+                              f"(torch {html.escape(env['torch'])}, triton {html.escape(env['triton'])}): "
+                              f"{where} and the committed outputs of notebooks/{nb.stem}.ipynb</p>")
+            else:  # a lecture that saves no figures: its outputs still come from its card
+                env = nb.environment()
+                if card_name(card) not in env.get("gpu", ""):
+                    raise DeckError(f"{nb.stem} has neither saved results nor {card_name(card)} outputs to show")
+                provenance = (f'<p class="provenance">Outputs from the committed {html.escape(env["gpu"])} run of '
+                              f"notebooks/{nb.stem}.ipynb (torch {html.escape(env.get('torch', '?'))}, triton "
+                              f"{html.escape(env.get('triton', '?'))}); this lecture saves no headline figures</p>")
+            if card != REFERENCE_DEVICE:  # another card's figures: said plainly, and the H100's owed
+                gpu = html.escape(env["gpu"])
+                provenance = (f'<div class="owed"><strong>Measured on an {gpu}: H100 figures owed.</strong> '
+                              f"This notebook ran on an {gpu}, not on the course's reference H100: the figures "
+                              f"here are the {card_name(card)}'s, and the H100's are still owed.</div>\n"
+                              + provenance)
         title = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(nb.title))
         return "\n".join([
             "<!-- kind: title -->",
@@ -1126,13 +1184,43 @@ def slide_words(section) -> int:
     return len([w for w in walk(section).split() if any(ch.isalnum() for ch in w)])
 
 
+def quoted_notebooks(spec: Any) -> set[str]:
+    """The notebooks whose results a figure tag or chart spec reads (ratios and bars nest figures)."""
+    if isinstance(spec, dict):
+        found = {spec["nb"]} if isinstance(spec.get("nb"), str) else set()
+        return found.union(*(quoted_notebooks(v) for v in spec.values()))
+    if isinstance(spec, list):
+        return set().union(*(quoted_notebooks(v) for v in spec))
+    return set()
+
+
 def check_deck(page: str, notebook_path: Path, results: Results | None = None,
                expected_slides: int | None = None) -> list[str]:
-    """Everything wrong with a built deck, as sentences (an empty list: nothing)."""
+    """Everything wrong with a built deck, as sentences (an empty list: nothing). Figures and charts are
+    checked against the results of the card that ran the notebook's committed outputs."""
     from bs4 import BeautifulSoup
 
-    results = results or Results()
     notebook = Notebook.load(notebook_path)
+    results = (results or Results()).of(notebook)
+    cards = {notebook.stem: notebook.card}
+
+    def other_cards(stems: Iterable[str], what: str) -> list[str]:
+        """What is wrong with quoting these notebooks in this deck: a CPU run, or another card's run."""
+        out = []
+        for stem in sorted(stems):
+            if stem not in cards:
+                path = NOTEBOOKS_DIR / f"{stem}.ipynb"
+                if not path.exists():
+                    out.append(f"{what} of {stem}, which is not a notebook of notebooks/")
+                    continue
+                cards[stem] = Notebook.load(path).card
+            if cards[stem] is None:
+                out.append(f"{what} of {stem}, whose committed outputs are a CPU run")
+            elif cards[stem] != results.device:
+                out.append(f"{what} of {stem}, whose figures are in results/{cards[stem]}/, in a deck of "
+                           f"results/{results.device}/ figures: a deck never mixes cards")
+        return out
+
     soup = BeautifulSoup(slides_markup(page), "html.parser")
     sections = soup.find("div", class_="slides").find_all("section", recursive=False)
     problems = []
@@ -1161,8 +1249,7 @@ def check_deck(page: str, notebook_path: Path, results: Results | None = None,
             if not src.startswith("data:image/svg+xml;base64,") or not spec:
                 problems.append(f"{where}: an image that is not a chart or diagram drawn for slides: {src[:60]!r}")
                 continue
-            if spec.get("nb") and Notebook.load(NOTEBOOKS_DIR / f"{spec['nb']}.ipynb").cpu_outputs:
-                problems.append(f"{where}: a chart of {spec['nb']}, whose committed outputs are a CPU run")
+            problems += other_cards(quoted_notebooks(spec), f"{where}: a chart")
             try:
                 rendered = draw_chart(spec, results)
                 if base64.b64decode(src.split(",", 1)[1]).decode("utf-8") != rendered.svg:
@@ -1181,6 +1268,7 @@ def check_deck(page: str, notebook_path: Path, results: Results | None = None,
         for pre in section.find_all("pre", class_="exhibit"):
             origin = json.loads(pre.get("data-origin") or "null")
             try:
+                problems += other_cards([origin["nb"]], f"{where}: printed output")
                 _, text = Notebook.load(NOTEBOOKS_DIR / f"{origin['nb']}.ipynb").text_output(f"id:{origin['cell']}")
                 start, count = origin["lines"]
                 if "\n".join(text.rstrip("\n").splitlines()[start:start + count]) != pre.get_text():
@@ -1197,6 +1285,7 @@ def check_deck(page: str, notebook_path: Path, results: Results | None = None,
         for span in section.find_all("span", class_="fig"):
             try:
                 spec = json.loads(span.get("data-result", ""))
+                problems += other_cards(quoted_notebooks(spec), f"{where}: a figure {span.get_text()!r}")
                 value, unit = resolve(spec, results)
                 if span.get_text() != figure_text(spec, value, unit):
                     problems.append(f"{where}: quotes {span.get_text()!r} where results/ says "
@@ -1208,11 +1297,17 @@ def check_deck(page: str, notebook_path: Path, results: Results | None = None,
             context = text[max(0, found.start() - 40):found.end() + 20].replace("\n", " ")
             problems.append(f"{where}: {found.group(0)!r} is typed by hand (\"...{context}...\"): "
                             "quote figures with H(...) or R(...)")
+    title = " ".join(t for t in (sections[0].find_all(string=True) if sections else [])
+                     if not t.find_parent("aside"))  # what the title slide shows, its notes left out
     if notebook.cpu_outputs:
         if soup.find("span", class_="fig") or soup.find("figure", class_="plot"):
             problems.append("the notebook's outputs are a CPU run, yet the deck quotes figures or shows plots")
-        if not sections or "H100 figures owed" not in sections[0].get_text():
-            problems.append("the title slide does not say that the H100 figures are owed")
+        if "H100 figures owed" not in title or "a CPU run" not in title:
+            problems.append("the title slide does not say that the outputs are a CPU run and the H100 figures owed")
+    elif results.device != REFERENCE_DEVICE:
+        said = f"Measured on an {notebook.environment().get('gpu')}: H100 figures owed"
+        if said not in title:
+            problems.append(f"the title slide does not say {said!r}")
     return problems
 
 
@@ -1264,6 +1359,7 @@ def manifest_entry(deck: Deck) -> dict:
             "figure_slide": first('<figure class="plot'), "diagram_slide": first('<figure class="diagram'),
             "code_slide": first('<pre class="code'), "table_slide": first('<table class="figures'),
             "notes": [s.notes for s in deck.slides], "cpu_outputs": deck.notebook.cpu_outputs,
+            "card": deck.notebook.card,
             "title": deck.notebook.plain_title}
 
 
@@ -1302,7 +1398,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for deck in report.decks:
         size = deck.html_path.stat().st_size / 1e6
-        owed = "  (H100 figures owed)" if deck.notebook.cpu_outputs else ""
+        card = deck.notebook.card
+        owed = ("  (H100 figures owed)" if card is None else "" if card == REFERENCE_DEVICE
+                else f"  ({card_name(card)} figures; H100 figures owed)")
         print(f"{deck.html_path.relative_to(ROOT) if deck.html_path.is_relative_to(ROOT) else deck.html_path}: "
               f"{len(deck.slides)} slides, {size:.1f} MB{owed}")
     print(f"built {len(report.decks)} decks in {report.seconds:.1f} s; open one in a browser "

@@ -118,7 +118,7 @@ def test_every_image_is_a_chart_or_diagram_drawn_from_results(built, stem):
     for img in images:
         assert img["src"].startswith("data:image/svg+xml;base64,"), f"not an embedded SVG: {img['src'][:60]}"
         spec = json.loads(img["data-chart"])
-        drawn = decks.draw_chart(spec, decks.Results())
+        drawn = decks.draw_chart(spec, decks.Results().of(nb))  # the card that ran the notebook's outputs
         assert base64.b64decode(img["src"].split(",", 1)[1]).decode() == drawn.svg, "the chart differs from results/"
         assert float(img["data-min-font"]) >= figures.MIN_FONT_PX
     plots = [s for s in found if s.find("figure", class_="plot")]
@@ -126,7 +126,7 @@ def test_every_image_is_a_chart_or_diagram_drawn_from_results(built, stem):
     assert diagrams_shown, f"{stem}: no diagram of its mechanism"
     if nb.cpu_outputs:
         assert not plots, f"{stem} has CPU outputs: its deck must not plot them"
-    elif (decks.RESULTS_DIR / decks.REFERENCE_DEVICE / f"{stem}.json").exists():
+    elif nb.card == decks.REFERENCE_DEVICE and (decks.RESULTS_DIR / nb.card / f"{stem}.json").exists():
         assert plots, f"{stem} has saved H100 results, and its deck plots none"
 
 
@@ -276,15 +276,139 @@ def test_every_diagram_draws_legibly_with_nothing_overlapping(name):
     assert drawn.min_font >= figures.MIN_FONT_PX
 
 
-def test_a_deck_cannot_quote_or_plot_a_notebook_whose_outputs_are_a_cpu_run():
-    owed = [p for p in NOTEBOOKS if decks.Notebook.load(p).cpu_outputs]
-    if not owed:
-        pytest.skip("every notebook has its H100 outputs committed")
-    context = decks.DeckContext(decks.Notebook.load(owed[0]), decks.Results())
-    with pytest.raises(decks.DeckError, match="come from a CPU run"):
-        context.H("anything")
-    with pytest.raises(decks.DeckError, match="come from a CPU run"):
-        context.sweep("size", "gbps", "provider")
+def _outputs_from(tmp_path, monkeypatch, stem: str, banner: str, gpu: str) -> Path:
+    """notebooks/ copied to tmp_path (and made the decks' notebooks folder), with notebook ``stem`` made to
+    say that its committed outputs come from another machine: ``banner`` in its first cell in place of its
+    own, ``gpu`` in its provenance cell."""
+    folder = tmp_path / "notebooks"
+    folder.mkdir(parents=True)
+    for path in NOTEBOOKS:
+        shutil.copy(path, folder / path.name)
+    target = folder / f"{stem}.ipynb"
+    nb = json.loads(target.read_text(encoding="utf-8"))
+    first = decks._source(nb["cells"][0])
+    for old in (decks.CPU_OUTPUTS_BANNER, decks.H200_OUTPUTS_BANNER):
+        first = first.replace(old, "")
+    nb["cells"][0]["source"] = first.replace("\n\n", f"\n\n{banner}\n\n", 1) if banner else first
+    for output in nb["cells"][2]["outputs"]:
+        text = re.sub(r"^gpu(\s*): .*$", rf"gpu\1: {gpu}", decks._text(output.get("text")), flags=re.MULTILINE)
+        if gpu == "none":
+            text = text.replace("triton_mode        : compiled", "triton_mode        : interpreter (CPU)")
+        output["text"] = text
+    target.write_text(json.dumps(nb), encoding="utf-8")
+    monkeypatch.setattr(decks, "NOTEBOOKS_DIR", folder)
+    return target
+
+
+H200_STEMS = [p.stem for p in NOTEBOOKS if decks.Notebook.load(p).h200_outputs]
+QUOTING = "10_input_pipeline_case_study"  # a deck that quotes figures, tables, a chart and printed output
+QUIET = "17_multi_gpu_training"  # a deck that quotes no figure
+
+
+def test_a_cpu_output_deck_quotes_nothing_and_says_the_h100_figures_are_owed(built, tmp_path, monkeypatch):
+    cpu = _outputs_from(tmp_path, monkeypatch, QUOTING, decks.CPU_OUTPUTS_BANNER, "none")
+    notebook = decks.Notebook.load(cpu)
+    assert notebook.cpu_outputs and not notebook.h200_outputs and notebook.card is None
+    context = decks.DeckContext(notebook, decks.Results())
+    for quote in (lambda: context.H("anything"), lambda: context.R(rung="1 baseline"),
+                  lambda: context.sweep("size", "gbps", "provider"), lambda: context.output("id:34ed0b70"),
+                  lambda: context.H("cuBLAS", nb="04")):  # nor another notebook's figures
+        with pytest.raises(decks.DeckError, match="come from a CPU run"):
+            quote()
+    with pytest.raises(decks.DeckError, match="come from a CPU run"):  # the deck written for the H200 run
+        decks.render_deck(cpu, decks.Results())
+    problems = decks.check_deck(page_of(built, QUOTING), cpu)
+    assert "the notebook's outputs are a CPU run, yet the deck quotes figures or shows plots" in problems, problems
+    assert "the title slide does not say that the outputs are a CPU run and the H100 figures owed" in problems
+    # a deck that quotes nothing builds, says so, and passes its checks
+    quiet = _outputs_from(tmp_path / "quiet", monkeypatch, QUIET, decks.CPU_OUTPUTS_BANNER, "none")
+    deck = decks.build_one(quiet, decks.Results(), decks.reveal_assets(), tmp_path / "out")
+    found = sections(deck.html_path.read_text(encoding="utf-8"))
+    owed = found[0].find("div", class_="owed").get_text()
+    assert owed.startswith("H100 figures owed.") and "come from a CPU run" in owed and "H200" not in owed, owed
+    assert not found[0].find("p", class_="provenance") and "Measured on" not in found[0].get_text()
+    assert not any(s.find("span", class_="fig") or s.find("figure", class_="plot") for s in found)
+    page = deck.html_path.read_text(encoding="utf-8")
+    assert decks.check_deck(page, quiet, expected_slides=len(deck.slides)) == []
+    assert decks.manifest_entry(deck)["card"] is None
+
+
+@pytest.mark.parametrize("stem", H200_STEMS)
+def test_an_h200_output_notebook_deck_quotes_the_h200_figures_and_says_so(built, stem):
+    notebook = decks.Notebook.load(ROOT / "notebooks" / f"{stem}.ipynb")
+    assert notebook.card == "NVIDIA_H200" and not notebook.cpu_outputs
+    found = sections(page_of(built, stem))
+    title = found[0].get_text()
+    assert "Measured on an NVIDIA H200: H100 figures owed." in title, title
+    saved = decks.RESULTS_DIR / "NVIDIA_H200" / f"{stem}.json"
+    if saved.exists():
+        env = json.loads(saved.read_text())["environment"]
+        assert (f"Figures measured on NVIDIA H200 (torch {env['torch']}, triton {env['triton']}): "
+                f"results/NVIDIA_H200/{stem}.json") in title, title
+    h200 = decks.Results(device="NVIDIA_H200")
+    for span in (span for s in found for span in s.find_all("span", class_="fig")):
+        spec = json.loads(span["data-result"])
+        assert decks.quoted_notebooks(spec) == {stem}
+        assert span.get_text() == decks.figure_text(spec, *decks.resolve(spec, h200))
+    for caption in (c.get_text() for s in found for c in s.select("figure.plot figcaption")):
+        assert f"drawn from results/NVIDIA_H200/{stem}.json" in caption
+    for caption in (c.get_text() for s in found for c in s.find_all("p", class_="exhibit-caption")):
+        assert caption.endswith("committed H200 output"), caption
+
+
+def test_the_h200_deck_quotes_h200_figures_and_its_check_reads_the_h200_folder(built, tmp_path):
+    page = page_of(built, QUOTING)
+    saved = json.loads((decks.RESULTS_DIR / "NVIDIA_H200" / f"{QUOTING}.json").read_text())
+    quoted = [json.loads(s["data-result"]) for sec in sections(page) for s in sec.find_all("span", class_="fig")]
+    assert quoted and any(s["kind"] == "headline" for s in quoted) and any(s["kind"] == "record" for s in quoted)
+    final = decks.format_quantity(saved["headlines"][0]["value"], saved["headlines"][0]["unit"])
+    assert f">{final}</span>" in page, f"the deck does not quote the H200 run's {final}"
+    # the H100 folder holds a different (older) run of the notebook: the check does not read it
+    for device in (decks.REFERENCE_DEVICE, "NVIDIA_H200"):
+        shutil.copytree(decks.RESULTS_DIR / device, tmp_path / device)
+    older = json.loads(json.dumps(saved))
+    older["headlines"][0]["value"] *= 0.8
+    older["environment"]["gpu"] = "NVIDIA H100 80GB HBM3"
+    (tmp_path / decks.REFERENCE_DEVICE / f"{QUOTING}.json").write_text(json.dumps(older))
+    notebook_path = ROOT / "notebooks" / f"{QUOTING}.ipynb"
+    assert decks.check_deck(page, notebook_path, results=decks.Results(tmp_path)) == []
+    # a title slide that does not say where the figures come from fails
+    unsaid = page.replace("Measured on an NVIDIA H200: H100 figures owed.", "", 1)
+    assert "the title slide does not say 'Measured on an NVIDIA H200: H100 figures owed'" in \
+        decks.check_deck(unsaid, notebook_path)
+    # a new H200 run: the deck built from the old file no longer passes
+    (tmp_path / "NVIDIA_H200" / f"{QUOTING}.json").write_text(json.dumps(older))
+    problems = decks.check_deck(page, notebook_path, results=decks.Results(tmp_path))
+    new_text = decks.format_quantity(older["headlines"][0]["value"], older["headlines"][0]["unit"])
+    assert any(f"where results/ says '{new_text}'" in p for p in problems), problems
+
+
+def test_a_deck_never_mixes_cards(built):
+    results = decks.Results()
+    h100 = decks.DeckContext(decks.Notebook.load(ROOT / "notebooks/04_cuda_gemm_ladder.ipynb"), results)
+    h200 = decks.DeckContext(decks.Notebook.load(ROOT / "notebooks" / f"{QUOTING}.ipynb"), results)
+    assert (h100.results.device, h200.results.device) == (decks.REFERENCE_DEVICE, "NVIDIA_H200")
+    with pytest.raises(decks.DeckError, match="a deck never mixes cards"):
+        h100.H("anything", nb="10")
+    with pytest.raises(decks.DeckError, match="a deck never mixes cards"):
+        h100.sweep("rung", "images_per_s", "rung", nb=QUOTING)
+    with pytest.raises(decks.DeckError, match="a deck never mixes cards"):
+        h200.R(rung="1 naive", nb="04")
+    with pytest.raises(decks.DeckError, match="a deck never mixes cards"):
+        h200.output("TUNE_SIZES = (1024, 2048, 4096)", nb="04")
+    # and the check catches a figure of the other card's results pasted into a built deck
+    h200_fig = str(h200.H("GPU-busy share of the final rung's profiled window").value)
+    h100_fig = str(h100.R(rung="1 naive").fig("TFLOP/s"))
+    for stem, fig in (("04_cuda_gemm_ladder", h200_fig), (QUOTING, h100_fig)):
+        tampered = page_of(built, stem).replace("<h2", f"<p>{fig}</p><h2", 1)
+        problems = decks.check_deck(tampered, ROOT / "notebooks" / f"{stem}.ipynb")
+        assert any("a deck never mixes cards" in p for p in problems), problems
+
+
+def test_an_h200_banner_needs_an_h200_in_the_provenance_cell(tmp_path, monkeypatch):
+    wrong = _outputs_from(tmp_path, monkeypatch, QUIET, decks.H200_OUTPUTS_BANNER, "NVIDIA H100 80GB HBM3")
+    with pytest.raises(decks.DeckError, match="says its outputs come from an H200 run, but its provenance"):
+        decks.DeckContext(decks.Notebook.load(wrong), decks.Results())
 
 
 @pytest.mark.parametrize("stem", [p.stem for p in NOTEBOOKS if decks.Notebook.load(p).cpu_outputs])
