@@ -1042,7 +1042,7 @@ def compile_check(launches: list, archs: Sequence[str] = COMPILE_ARCHS) -> str:
     if not todo:
         return ""
     try:
-        compile_triton_jobs(todo)
+        compile_triton_jobs(todo, quick=True)  # whether it compiles: no disassembly, no second ptxas run
     except Exception as err:  # noqa: BLE001 - the compiler's message is the answer
         text = str(err)
         which = next(((k, n, a) for k, n, a in keys if text.startswith(f"{n} for sm_{a[3:]}")), None)

@@ -267,12 +267,13 @@ class CompiledStages:
             print(f"... ({len(lines) - max_lines} more lines)")
 
 
-def _cuobjdump(cubin_path: Path) -> tuple[str | None, dict[str, int]]:
-    """(clean SASS, registers and static shared memory) of a cubin; (None, {}) without cuobjdump."""
+def _cuobjdump(cubin_path: Path, *, sass: bool = True) -> tuple[str | None, dict[str, int]]:
+    """(clean SASS, registers and static shared memory) of a cubin; (None, {}) without cuobjdump. ``sass=False``:
+    no SASS (None), only the resource usage (milliseconds; the disassembly takes ~0.4 s even for a small kernel)."""
     tool = tool_path("cuobjdump")
     if tool is None:
         return None, {}
-    sass = clean_sass(run_tool([tool, "-sass", str(cubin_path)], "cuobjdump -sass"))
+    sass = clean_sass(run_tool([tool, "-sass", str(cubin_path)], "cuobjdump -sass")) if sass else None
     usage = run_tool([tool, "--dump-resource-usage", str(cubin_path)], "cuobjdump --dump-resource-usage")
     match = re.search(r"REG:(\d+)\s+STACK:\d+\s+SHARED:(\d+)", usage)
     return sass, ({"registers": int(match[1]), "shared_bytes": int(match[2])} if match else {})
@@ -476,12 +477,18 @@ _WORKER = _CompileWorker()
 atexit.register(_WORKER.stop)
 
 
-def compile_triton_jobs(jobs: Sequence[Mapping[str, Any]]) -> list[CompiledStages]:
+def compile_triton_jobs(jobs: Sequence[Mapping[str, Any]], *, quick: bool = False) -> list[CompiledStages]:
     """`compile_triton` for several kernels/targets in one worker process (one Triton import).
 
     Each job is a mapping of `compile_triton`'s arguments: ``kernel``, ``signature`` and optionally
     ``constexprs``, ``arch``, ``num_warps``, ``num_stages``, ``divisible_by_16``, ``options``.
+    ``quick=True`` is for checking that kernels compile: it leaves out the disassembly and the second ``ptxas -v``
+    run that only the summary's SASS and spill fields need (about 0.7 s a kernel on a CI core, more than Triton's
+    compilation itself when its cache has the kernel); those fields are None, and registers and shared memory still
+    come from the cubin.
     """
+    if not isinstance(quick, bool):
+        raise TypeError(f"quick must be True or False, got {quick!r}")
     requests = []
     for job in jobs:
         job = dict(job)
@@ -519,7 +526,7 @@ def compile_triton_jobs(jobs: Sequence[Mapping[str, Any]]) -> list[CompiledStage
             raise error(f"{request['name']} for sm_{request['arch']}: {answer['error']}")
         if answer.get("printed"):
             print(answer["printed"], end="")  # tl.static_print runs at compile time, in the worker
-        results.append(_stages_from_triton(answer, request["arch"]))
+        results.append(_stages_from_triton(answer, request["arch"], quick=quick))
     return results
 
 
@@ -550,14 +557,14 @@ def compile_triton(kernel: Any, signature: Mapping[str, Any] | Sequence[Any],
                                      divisible_by_16=divisible_by_16, options=options)])[0]
 
 
-def _stages_from_triton(answer: Mapping[str, Any], arch: int) -> CompiledStages:
+def _stages_from_triton(answer: Mapping[str, Any], arch: int, *, quick: bool = False) -> CompiledStages:
     asm, meta = answer["asm"], answer["metadata"]
     stages = {k: asm[k] for k in ("ttir", "ttgir", "llir", "ptx") if k in asm}
     name = meta["name"]
     workdir = BUILD_DIR / f"triton_{name}_{hashlib.sha256(stages['ptx'].encode()).hexdigest()[:16]}_sm{arch}"
     workdir.mkdir(parents=True, exist_ok=True)
     resources: dict[str, int | None] = {}
-    ptxas = tool_path("ptxas")
+    ptxas = None if quick else tool_path("ptxas")
     if ptxas:  # registers and spills, as ptxas reports them
         (workdir / "kernel.ptx").write_text(stages["ptx"], encoding="utf-8")
         gpu = f"sm_{arch}a" if arch >= 90 else f"sm_{arch}"
@@ -565,7 +572,7 @@ def _stages_from_triton(answer: Mapping[str, Any], arch: int) -> CompiledStages:
                                                    "kernel.cubin"], "ptxas -v", cwd=workdir)))
     cubin_path = workdir / f"{name}.cubin"
     cubin_path.write_bytes(base64.b64decode(asm["cubin"]))
-    sass, from_cubin = _cuobjdump(cubin_path)
+    sass, from_cubin = _cuobjdump(cubin_path, sass=not quick)
     if "registers" in from_cubin:
         resources["registers"] = from_cubin["registers"]  # what the cubin Triton loads really uses
     static_smem = from_cubin.get("shared_bytes", resources.get("shared_bytes", 0))

@@ -218,6 +218,7 @@ TABLE: list[tuple[str, str, tuple]] = [
     ("kernel_inspect:triton_type", "kernel_inspect.triton_type(object())", E("TypeError|ValueError", "object")),
     ("kernel_inspect:kernel_source", "kernel_inspect.kernel_source(3)", E("TypeError", "kernel")),
     ("kernel_inspect:compile_triton_jobs", "kernel_inspect.compile_triton_jobs([])", R("r == []")),
+    ("kernel_inspect:compile_triton_jobs", 'kernel_inspect.compile_triton_jobs([], quick="yes")', E("TypeError", "quick must be True or False")),
     ("kernel_inspect:compile_triton", 'kernel_inspect.compile_triton(torch.add, {"x": "*fp32"})', E("TypeError", "kernel")),
     ("kernel_inspect:inspect_cuda", 'kernel_inspect.inspect_cuda("", arch="sm_90")', E("ValueError|ToolchainError", "source|nvcc")),
     ("kernel_inspect:compare", "kernel_inspect.compare({})", E("ValueError", "variants")),

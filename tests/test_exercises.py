@@ -330,7 +330,7 @@ def test_solution_kernels_compile_for_sm_90():
     jobs = [dict(kernel=getattr(solutions[nb], name), signature=sig, constexprs=const, arch="sm_90",
                  num_warps=8 if name in ("linear_kernel", "matmul_fp8_rowwise_kernel") else 4)
             for (nb, name), (sig, const) in targets.items()]
-    for (nb, name), stages in zip(targets, ki.compile_triton_jobs(jobs)):
+    for (nb, name), stages in zip(targets, ki.compile_triton_jobs(jobs, quick=True)):
         assert ".entry" in stages["ptx"], f"solutions.{nb}.{name}"
 
 
