@@ -149,7 +149,9 @@ def build_extension(name: str, cpp_sources: str, cuda_sources: str | None = None
 
     build_dir = extensions_dir() / module_name
     build_dir.mkdir(parents=True, exist_ok=True)
-    pch = precompiled_torch_header(cxx, cflags, cuda=cuda_sources is not None)  # [] unless COURSE_PCH=1
+    # [] unless COURSE_PCH=1; waits for a header that another process is building (./course.sh test starts one as
+    # the tests start): a build with it costs less than half of one without, and the header's build is paid anyway
+    pch = precompiled_torch_header(cxx, cflags, cuda=cuda_sources is not None, wait=True)
     previous_cxx = os.environ.get("CXX")
     os.environ["CXX"] = str(cxx)  # torch's build reads $CXX; restored below
     try:
@@ -260,13 +262,18 @@ def precompiled_torch_header(cxx: str, cflags: Sequence[str], *, cuda: bool = Fa
 
 def warm_precompiled_header() -> None:
     """Build the precompiled torch header that C++-only builds will use (``./course.sh test`` runs this in the
-    background as the tests start, so that the first builds need not pay for it)."""
+    background as the tests start, so that the first builds need not pay for it). The header comes first, for the
+    compiler that the compiler probe tries first and almost always keeps, then the probe (a build of its own): a
+    build that starts meanwhile waits for the header, which it needs sooner."""
     from course_utils.toolchain import require_host_compiler as host
 
     before = os.environ.get(PCH_ENV)
     os.environ[PCH_ENV] = "1"
     try:
-        precompiled_torch_header(host(), list(HOST_CFLAGS))
+        first = shutil.which(os.environ.get("CXX") or "c++")
+        if first:
+            precompiled_torch_header(first, list(HOST_CFLAGS))
+        precompiled_torch_header(host(), list(HOST_CFLAGS))  # found at once, unless the probe chose another
     finally:
         if before is None:
             os.environ.pop(PCH_ENV)
