@@ -20,7 +20,8 @@ Lesson-specific helpers live in their own modules and are imported from there: `
 `kernel_inspect` (PTX/SASS of Triton and CUDA kernels), `export` (notebook cells -> `lessons/`),
 `scripts` (`run_python`: a script in a child process; `profiling.run_ncu` runs Nsight Compute with it).
 Modules import one way: device -> peaks -> timing -> tuning/sweeps -> results; toolchain -> cuda_build
--> kernel_inspect.
+-> kernel_inspect. Where Triton runs in its interpreter, `device` installs `fast_interpreter` (the interpreter
+without a search it repeats at every call of a helper; it imports nothing of the course).
 """
 
 from course_utils.device import DEVICE, HAS_CUDA, INTERPRET, environment, pick_size, print_environment

@@ -26,6 +26,10 @@ if not HAS_CUDA and os.environ.get("TRITON_INTERPRET") != "0":
 
 #: True when Triton kernels run in the interpreter (on the CPU, with NumPy semantics).
 INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") == "1"
+if INTERPRET:  # the interpreter without a search it repeats at every call of a helper (course_utils.fast_interpreter)
+    from course_utils import fast_interpreter
+
+    fast_interpreter.install()
 
 #: The device every notebook allocates its tensors on.
 DEVICE: torch.device = torch.device("cuda" if HAS_CUDA else "cpu")

@@ -220,6 +220,8 @@ TABLE: list[tuple[str, str, tuple]] = [
     ("kernel_inspect:compile_triton_jobs", "kernel_inspect.compile_triton_jobs([])", R("r == []")),
     ("kernel_inspect:compile_triton_jobs", 'kernel_inspect.compile_triton_jobs([], quick="yes")', E("TypeError", "quick must be True or False")),
     ("kernel_inspect:compile_triton", 'kernel_inspect.compile_triton(torch.add, {"x": "*fp32"})', E("TypeError", "kernel")),
+    ("fast_interpreter:patch", "fast_interpreter.patch(None)", R("r is False")),
+    ("fast_interpreter:patch", "fast_interpreter.patch(types.SimpleNamespace(_patch_builtin=print))", R("r is False")),
     ("kernel_inspect:inspect_cuda", 'kernel_inspect.inspect_cuda("", arch="sm_90")', E("ValueError|ToolchainError", "source|nvcc")),
     ("kernel_inspect:compare", "kernel_inspect.compare({})", E("ValueError", "variants")),
     ("kernel_inspect:normalized_lines", 'kernel_inspect.normalized_lines(None, "ptx", "k")', E("TypeError", "text, stage and kernel_name must be strings")),
@@ -1160,8 +1162,8 @@ def _namespace(tmp: str) -> dict:
     import torch
 
     import course_utils as cu
-    from course_utils import (checks, cuda_build, device, export, grading, kernel_inspect, peaks, plots, profiling,
-                              results, scripts, sweeps, timing, toolchain, tuning)
+    from course_utils import (checks, cuda_build, device, export, fast_interpreter, grading, kernel_inspect, peaks,
+                              plots, profiling, results, scripts, sweeps, timing, toolchain, tuning)
 
     import dataclasses
     import pickle

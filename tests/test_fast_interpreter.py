@@ -1,0 +1,89 @@
+"""course_utils.fast_interpreter: Triton's interpreter, with the search for builtins remembered, patches what Triton's
+own search patches, inside a kernel and outside, and kernels that call helpers compute what they computed."""
+
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+import course_utils as cu
+from course_utils import fast_interpreter
+
+pytestmark = pytest.mark.skipif(not cu.INTERPRET, reason="Triton runs compiled here, not in its interpreter")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _patched_names(patch_builtin, pkg) -> list[str]:
+    import triton.runtime.interpreter as ti
+
+    scope = ti._LangPatchScope()
+    patch_builtin(pkg, ti.interpreter_builder, scope)
+    names = [name for _, name, _ in scope._changes]
+    scope.restore()
+    return names
+
+
+def test_the_search_patches_what_triton_s_patches_outside_a_kernel_and_inside():
+    import triton.language as tl
+    import triton.runtime.interpreter as ti
+    from lessons.nb07_matmul import tile_order_kernel
+
+    mine = ti._patch_builtin
+    assert getattr(mine, "course_utils_remembers", False), "not installed although Triton runs in its interpreter"
+    triton_s = mine.course_utils_original
+    packages = (tl, tl.tensor, tl.math, tl.core, tl.core.tensor_descriptor_base)
+    for pkg in packages:
+        assert _patched_names(mine, pkg) == _patched_names(triton_s, pkg) != [], pkg
+    scope = ti._patch_lang(tile_order_kernel.fn)  # as while a kernel runs: its helpers' calls patch again
+    try:
+        for pkg in packages:
+            assert _patched_names(mine, pkg) == _patched_names(triton_s, pkg), pkg
+    finally:
+        scope.restore()
+    for pkg in packages:  # and after: the builtins are back, and found again
+        assert _patched_names(mine, pkg) == _patched_names(triton_s, pkg) != [], pkg
+
+
+def test_a_kernel_calling_helpers_computes_the_same(monkeypatch):
+    import triton.runtime.interpreter as ti
+    from lessons.nb07_matmul import tile_order_kernel
+
+    def orders():
+        out = []
+        for tiles_m, tiles_n, group_m in ((8, 8, 4), (7, 5, 3), (16, 4, 32)):
+            order = torch.full((tiles_m, tiles_n), -1, dtype=torch.int32)
+            tile_order_kernel[(tiles_m * tiles_n,)](order, tiles_m, tiles_n, GROUP_M=group_m)  # tile_coords, tl.cdiv
+            out.append(order)
+        return out
+
+    mine = orders()
+    monkeypatch.setattr(ti, "_patch_builtin", ti._patch_builtin.course_utils_original)
+    assert all(torch.equal(a, b) for a, b in zip(mine, orders()))
+    assert all(sorted(o.flatten().tolist()) == list(range(o.numel())) for o in mine)
+
+
+def test_another_triton_is_left_alone():
+    def other(pkg, builder, scope):  # not the loop over inspect.getmembers this module knows
+        return None
+
+    module = types.SimpleNamespace(_patch_builtin=other, _patch_attr=lambda *a: None, tl=None)
+    assert fast_interpreter.patch(module) is False and module._patch_builtin is other
+
+
+def test_installed_when_triton_is_imported_after_course_utils():
+    script = ("import sys, inspect, course_utils\n"
+              "assert 'triton' not in sys.modules, 'import course_utils imported Triton'\n"
+              "import triton.runtime.interpreter as ti\n"
+              "assert ti._patch_builtin.course_utils_remembers\n"
+              "assert 'class GridExecutor' in inspect.getsource(ti.GridExecutor)\n"  # the module's loader still reads it
+              "course_utils.fast_interpreter.install()\n"
+              "print(sum(type(f).__name__ == '_OnImport' for f in sys.meta_path))\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("TRITON_INTERPRET", None)
+    run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "1"
