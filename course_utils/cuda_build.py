@@ -53,7 +53,7 @@ from typing import Sequence
 
 import torch
 
-from course_utils import device
+from course_utils import device, toolchain
 from course_utils.toolchain import (HOST_CFLAGS, BuildError, ToolchainError, build_lock, current_arch, first_error_line,
                                     parse_arch, require_host_compiler, require_ninja, require_nvcc, run_tool,
                                     toolchain_report)
@@ -258,6 +258,14 @@ def precompiled_torch_header(cxx: str, cflags: Sequence[str], *, cuda: bool = Fa
             return use
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _probe_cflags(cxx: str) -> list[str]:
+    """The compiler probe's build includes the header as the builds it stands for do (toolchain.probe_cflags)."""
+    return precompiled_torch_header(shutil.which(cxx) or cxx, list(HOST_CFLAGS), wait=True)
+
+
+toolchain.probe_cflags = _probe_cflags
 
 
 def warm_precompiled_header() -> None:

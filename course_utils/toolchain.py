@@ -24,7 +24,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -266,6 +266,10 @@ except RuntimeError as err:
 
 #: Host C++ flags every extension build uses (the probe too, so it tests what real builds do).
 HOST_CFLAGS = ("-O3",)
+#: More flags for the probe's build, given the compiler. `course_utils.cuda_build` sets this to the flags that include
+#: the precompiled torch header (under COURSE_PCH=1: ``./course.sh test``), as its builds do: the probe then takes about
+#: half as long (it is a build like theirs, and ./course.sh test's first builds wait for its verdict).
+probe_cflags: Callable[[str], list[str]] = lambda cxx: []
 #: How long one probe build may take (a cold build takes seconds to a minute).
 PROBE_TIMEOUT_S = 600
 
@@ -282,7 +286,7 @@ def raises_cleanly(cxx: str) -> bool:
     try:  # processes probing at once share the build: the first builds, the others wait for it and import it
         with build_lock(build_dir):
             done = subprocess.run([sys.executable, "-c", _PROBE_RUN, f"cxx_probe_{tag}", _PROBE_CPP,
-                                   str(build_dir), *HOST_CFLAGS], capture_output=True, text=True,
+                                   str(build_dir), *HOST_CFLAGS, *probe_cflags(cxx)], capture_output=True, text=True,
                                   timeout=PROBE_TIMEOUT_S, env={**os.environ, "CXX": cxx})
     except subprocess.TimeoutExpired:  # no verdict: "crashes" would be a wrong one, and it would be kept
         raise ToolchainError(f"building a probe extension with {cxx} took over {PROBE_TIMEOUT_S} s; check that "

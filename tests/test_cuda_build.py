@@ -292,6 +292,7 @@ def fake_compilers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setattr(device, "CACHE_DIR", tmp_path / "cache")
     monkeypatch.setattr(tc, "find_ninja", lambda: "/usr/bin/ninja")
+    monkeypatch.setattr(tc, "probe_cflags", lambda cxx: [])  # no precompiled header for a fake compiler
     tc.compiler_choice.cache_clear()
     yield bin_dir
     tc.compiler_choice.cache_clear()
