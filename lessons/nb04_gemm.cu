@@ -554,7 +554,7 @@ constexpr int N_SIZE_SHAPES = sizeof(SIZE_SHAPES) / sizeof(SIZE_SHAPES[0]);
 // host code
 // The host code: which kernel, grid and block each rung launches, the PyTorch-facing entry point with
 // its input checks, and what the CUDA runtime says about each kernel (registers, shared memory, occupancy).
-#include <torch/extension.h>
+#include <torch/types.h>  // not torch/extension.h: the Python bindings are in the C++ file load_inline writes
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
 #include <vector>
