@@ -6,10 +6,10 @@ Each call of a ``@triton.jit`` function from inside a kernel (``tl.cdiv``, a hel
 patch lists every member of ``tl``, ``tl.tensor`` and ``tl.math`` with ``inspect.getmembers`` to find the builtins
 among them (about 0.7 ms a call on a CI core). `install` makes that search (``_patch_builtin``) remember, for each
 module or class, the names of its builtins (searched at the process's first patch, before anything replaced them,
-and again whenever the module's or class's attribute names change); a patch still checks each of them and
-replaces those that are builtins at that moment, as Triton's does. Nothing else changes. Measured on
-the 2-core CI machine, alone: notebook 07's tile order over 2048 programs 7.6 s -> 5.1 s, notebook 15's checks of
-the forward kernel 34 s -> 23 s.
+and again whenever the module or a class of the class's MRO gains or loses attributes); a patch still checks each of
+them and replaces those that are builtins at that moment, as Triton's does. Nothing else changes. Measured on the
+2-core CI machine, alone: notebook 07's tile order over 2048 programs 7.6 s -> 5.1 s, notebook 15's checks of the
+forward kernel 34 s -> 23 s.
 
 `course_utils.device` calls `install` when Triton runs in its interpreter; it takes effect when Triton's
 interpreter module is imported (``import course_utils`` still does not import Triton). A Triton whose
@@ -27,15 +27,20 @@ from typing import Any
 _MODULE = "triton.runtime.interpreter"
 
 
-def _remembering(interpreter: Any) -> Any:
-    known: dict[int, tuple[list[str], list[str]]] = {}  # id(module or class) -> (its dir(), names of its builtins)
+def _names_marker(pkg: Any) -> tuple[int, ...]:
+    """How many attributes the module, or each class of the class's MRO, has: a name added changes it."""
+    return tuple(len(vars(each)) for each in (pkg.__mro__ if isinstance(pkg, type) else (pkg,)))
 
-    def scan(pkg: Any, listed: list[str]) -> list[str]:
+
+def _remembering(interpreter: Any) -> Any:
+    known: dict[int, tuple[tuple[int, ...], list[str]]] = {}  # id(module or class) -> (_names_marker, builtins' names)
+
+    def scan(pkg: Any, marker: tuple[int, ...]) -> list[str]:
         """Triton's search, its names added to those found before: Triton's patches replace builtins with plain
         functions and put them back, never the other way, so a name once a builtin is the one to check."""
         found = {name for name, member in inspect.getmembers(pkg) if interpreter.tl.core.is_builtin(member)}
         names = sorted(found.union(known[id(pkg)][1] if id(pkg) in known else ()))
-        known[id(pkg)] = (listed, names)
+        known[id(pkg)] = (marker, names)
         return names
 
     def _patch_builtin(pkg, builder, scope) -> None:
@@ -43,10 +48,10 @@ def _remembering(interpreter: Any) -> Any:
         if not known:  # the first patch of the process: nothing is patched yet, every builtin is one
             for each in (tl, tl.tensor, tl.math, tl.core, getattr(tl.core, "tensor_descriptor_base", None)):
                 if each is not None:
-                    scan(each, dir(each))
-        listed = dir(pkg)
+                    scan(each, _names_marker(each))
+        marker = _names_marker(pkg)
         entry = known.get(id(pkg))
-        for name in entry[1] if entry is not None and entry[0] == listed else scan(pkg, listed):
+        for name in entry[1] if entry is not None and entry[0] == marker else scan(pkg, marker):
             member = getattr(pkg, name, None)
             if tl.core.is_builtin(member):  # what Triton's search patches: the builtins of this moment
                 interpreter._patch_attr(pkg, name, member, builder, scope)
