@@ -116,7 +116,12 @@ def _time_cpu(fn: Callable[[], Any], warmup_ms: float, rep_ms: float, max_reps: 
 def cuda_graph(fn: Callable[[], Any], *, warmup: int = 3) -> Callable[[], None]:
     """Capture ``fn()`` in a CUDA graph and return its replay: one launch that runs all of ``fn``'s kernels
     with no Python, no autograd and no launch overhead in between (warm-up runs on a side stream first, as
-    ``torch.cuda.graphs`` asks). ``fn`` must allocate nothing new per call and never synchronize."""
+    ``torch.cuda.graphs`` asks). ``fn`` must allocate nothing new per call and never synchronize.
+
+    A graph holds addresses, not tensors: each replay reads and writes the memory that ``fn``'s tensors (a
+    model's weights, an optimizer's state) had at capture. The replay returned keeps ``fn``, and so what it
+    refers to, alive; without that, a caller that keeps only the replay lets those tensors be freed and
+    their memory handed to new ones, which the replays then overwrite."""
     if not callable(fn):
         raise TypeError(f"fn must be callable (a function of no arguments), got {type(fn).__name__}")
     if not torch.cuda.is_available():
@@ -130,7 +135,11 @@ def cuda_graph(fn: Callable[[], Any], *, warmup: int = 3) -> Callable[[], None]:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
-    return graph.replay
+
+    def replay() -> None:
+        graph.replay()
+    replay.graph, replay.fn = graph, fn  # what the replays read and write must live as long as they do
+    return replay
 
 
 def _time_wall(fn: Callable[[], Any], warmup_ms: float, rep_ms: float, max_reps: int,

@@ -634,7 +634,8 @@ def device_step(model, optimizer, loss_fn):
 def graph_step(step, example):
     """`step` captured in a CUDA graph (cu.cuda_graph): each call copies its batch into the graph's fixed
     input buffers and replays every kernel of forward, backward and optimizer with one launch. The optimizer
-    must be capturable (Adam(..., capturable=True)); `example` is a batch that sets the buffers' shapes."""
+    must be capturable (Adam(..., capturable=True)); `example` is a batch that sets the buffers' shapes.
+    The step returned keeps `step`, and so its model and optimizer, alive: the replays write their memory."""
     from course_utils.timing import cuda_graph
     if not callable(step) or not isinstance(example, (tuple, list)) or \
             not all(isinstance(t, torch.Tensor) for t in example):

@@ -1,7 +1,9 @@
 """Notebook 11's exported helpers (lessons/nb11_dlrm.py): Criteo-format data, reader, dataset, DLRM,
 hashing, AUC, the paper-cut loop, and the fused bias-add + ReLU kernels."""
 
+import gc
 import json
+import weakref
 
 import numpy as np
 import pyarrow as pa
@@ -371,8 +373,9 @@ def test_device_run_trains_like_the_paper_cut_loop(data):
 def test_graph_rung_after_the_compiled_rungs_runs_and_learns(data):
     # The notebook's order in one process: the compiled loss with one table per feature (rung 5), with one fused
     # table (rung 6), then the fused step captured in a CUDA graph (rung 7), each rung a fresh model, optimizer
-    # and torch.compile(rows_loss). Each rung alone has run; in this order the graph's replay once hit a
-    # device-side assert (an index out of bounds in the fused table's gather).
+    # and torch.compile(rows_loss). In the notebook the graph's replays hit a device-side assert (an index out
+    # of bounds in the fused table's gather): the replays wrote weights and Adam's state into memory that had
+    # been freed and handed to the batches, because nothing but the graph (which holds addresses) used them.
     folder, meta = data
     ds = L.CriteoDataset(folder / meta["files"]["train"])
     sizes = [4 * meta["cardinality"][c] + 1 for c in L.SPARSE]  # the notebook's HEADROOM: 4 rows per id
@@ -390,6 +393,13 @@ def test_graph_rung_after_the_compiled_rungs_runs_and_learns(data):
         batches = L.DeviceBatches(*tensors, batch, seed=0)
         step = L.device_step(model, opt, torch.compile(L.rows_loss, dynamic=False))
         run = L.device_run(L.graph_step(step, next(batches)) if graph else step, batches)
+        # The notebook keeps only `run` (device_rung(...)[0]). A replay writes the weights and Adam's state at
+        # the addresses they had at capture: were they freed, new tensors (the next batches) would get that
+        # memory and the replays would scribble over them (the device-side assert seen in the notebook).
+        alive = weakref.ref(model)
+        del model, opt, step
+        gc.collect()
+        assert alive() is not None, "the graph's step let its model be freed"
         L.profile_run(run, 3)  # as the notebook's measure() does first: torch.profiler over the replays too
         run(30)
         torch.cuda.synchronize()

@@ -1,5 +1,7 @@
+import gc
 import statistics
 import time
+import weakref
 
 import pytest
 import torch
@@ -137,6 +139,24 @@ def test_cuda_graph_needs_a_gpu_and_a_function():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="needs a CUDA GPU"):
             cu.cuda_graph(lambda: None)
+
+
+# A graph holds addresses, not tensors. A caller that keeps only the replay (notebook 11's graph rung keeps no
+# model) must not let the captured tensors be freed: a new tensor would get their memory and each replay would
+# overwrite it.
+@pytest.mark.gpu
+def test_a_cuda_graph_replay_keeps_the_tensors_it_writes_alive():
+    counter = torch.zeros(1 << 20, device="cuda")
+    replay = cu.cuda_graph(lambda: counter.add_(1), warmup=1)  # the warm-up adds 1, the capture nothing
+    alive = weakref.ref(counter)
+    del counter
+    gc.collect()
+    assert alive() is not None, "the replay let the tensor it writes be freed"
+    newcomer = torch.full((1 << 20,), -7.0, device="cuda")  # the allocator's first choice, were it freed
+    replay()
+    replay()
+    torch.cuda.synchronize()
+    assert (newcomer == -7).all() and (alive() == 3).all()
 
 
 # A host-bound small call: its per-call wall time is its host time, which the GPU-time modes do not see; a
