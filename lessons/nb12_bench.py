@@ -20,6 +20,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
+from course_utils.timing import MODES
 
 from lessons.nb12_lora import LORA_DTYPES, lora_eager, lora_linear, lora_linear_trainable
 from lessons.nb12_peft import fuse_lora, peft_linear
@@ -133,20 +134,25 @@ def train_steps(shape) -> dict:
     return steps
 
 
-def compare_forward(shapes=None, *, rounds: int = 1) -> list[dict]:
+def compare_forward(shapes=None, *, rounds: int = 1, mode: str | None = None) -> list[dict]:
     """For each shape: each provider's ms (cu.benchmark_interleaved) and the fused kernel's ratios to them
-    (above 1: the fused kernel is faster). torch.compile and the in-loop variant at the headline only."""
+    (above 1: the fused kernel is faster). torch.compile and the in-loop variant at the headline only.
+
+    ``mode`` (cu.benchmark's): on a GPU "graph" by default, each provider's kernels replayed from a CUDA graph
+    after an L2 flush, so that the ratios compare GPU work: with events around one call ("gpu"), a provider
+    whose Python takes longer than the flush is charged its host time too."""
     shapes = LLM_SHAPES if shapes is None else shapes
     if not isinstance(shapes, (list, tuple)) or not shapes:
         raise ValueError(f"shapes must be a non-empty list of (tokens, d_in, d_out, r, dtype), got {shapes!r}")
     rounds = cu.require_number("rounds", rounds, integer=True, low=1, high=20)
+    mode = cu.require_choice("mode", ("graph" if cu.HAS_CUDA else "gpu") if mode is None else mode, MODES)
     compiled = torch.compile(lora_eager, dynamic=False) if cu.HAS_CUDA else None  # CPU: a C++ build, too slow
     rows = []
     for shape in shapes:
         head = _shape(shape) == _shape(HEADLINE)
         fns = forward_providers(shape, compiled=compiled if head else None, in_loop=head and cu.HAS_CUDA,
                                 fused_peft=head)
-        ms = cu.benchmark_interleaved(fns, rounds=rounds if head else 1, **BENCH)
+        ms = cu.benchmark_interleaved(fns, rounds=rounds if head else 1, mode=mode, **BENCH)
         row = {"shape": label(shape), "headline": head, **{f"{k} ms": v for k, v in ms.items()}}
         row.update({f"fused / {k}": ms[k] / ms["fused"] for k in ms if k != "fused"})
         rows.append(row)

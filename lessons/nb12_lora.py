@@ -429,13 +429,26 @@ def persistent_tuned():
                      prune_configs_by={"early_config_prune": prune_epilogues}) if configs else None
 
 
+#: Outputs below which the autotuner times nothing: fewer than 64 tiles of 128 x 256 fill under half the SMs of
+#: an H100 in one wave, whatever the config (the correctness checks' shapes; an LLM layer has hundreds of tiles).
+SMALL_OUTPUT = 64 * 128 * 256
+
+
 def prune_epilogues(configs, named_args, **kwargs):
     """Rank-1 updates only where they apply: an adapter whose x A^T comes from memory (not computed in the K loop).
-    Elsewhere the two epilogues are one kernel: time it once."""
+    Elsewhere the two epilogues are one kernel: time it once. An output of fewer than SMALL_OUTPUT elements
+    (M x N, from named_args) takes the first config left, untimed: each new shape would otherwise compile every
+    config for a kernel that runs one partial wave."""
     if not configs or not all(isinstance(c, triton.Config) for c in configs):
         raise ValueError("configs must be a non-empty list of triton.Config")
+    if not isinstance(named_args, dict):
+        raise TypeError(f"named_args must be the kernel's arguments by name (a dict), got {type(named_args).__name__}")
     fma_applies = kwargs.get("HAS_ADAPTER", True) and not kwargs.get("XA_IN_LOOP", False)
-    return [c for c in configs if fma_applies or not c.kwargs.get("RANK_FMA", False)] or configs[:1]
+    kept = [c for c in configs if fma_applies or not c.kwargs.get("RANK_FMA", False)] or configs[:1]
+    size = {**named_args, **kwargs}
+    if isinstance(size.get("M"), int) and isinstance(size.get("N"), int) and size["M"] * size["N"] < SMALL_OUTPUT:
+        return kept[:1]
+    return kept
 
 
 def _autotune(configs, key, kernel, **kwargs):
