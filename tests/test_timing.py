@@ -141,13 +141,59 @@ def test_cuda_graph_needs_a_gpu_and_a_function():
             cu.cuda_graph(lambda: None)
 
 
+def test_cuda_graph_returns_a_replay_that_holds_the_captured_function(monkeypatch):
+    # The same contract on a CPU, with torch.cuda's graph API stood in for: warm-up calls, one capture, and a
+    # replay that keeps the function (and what its closure holds) referenced after the caller drops it.
+    calls = []
+
+    class FakeGraph:
+        def replay(self):
+            calls.append("replay")
+
+    class FakeContext:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    class FakeStream:
+        def wait_stream(self, other):
+            pass
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "Stream", FakeStream)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: FakeStream())
+    monkeypatch.setattr(torch.cuda, "stream", FakeContext)
+    monkeypatch.setattr(torch.cuda, "graph", FakeContext)
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
+
+    def adds_one_to(tensor):
+        return lambda: (tensor.add_(1), calls.append("fn"))
+
+    weights = torch.zeros(3)
+    replay = cu.cuda_graph(adds_one_to(weights), warmup=2)
+    alive = weakref.ref(weights)
+    del weights
+    gc.collect()
+    assert alive() is not None, "the replay let the captured function's tensor be freed"
+    replay()
+    assert calls == ["fn", "fn", "fn", "replay"] and alive().tolist() == [3.0, 3.0, 3.0]  # 2 warm-ups + capture
+
+
 # A graph holds addresses, not tensors. A caller that keeps only the replay (notebook 11's graph rung keeps no
 # model) must not let the captured tensors be freed: a new tensor would get their memory and each replay would
 # overwrite it.
 @pytest.mark.gpu
 def test_a_cuda_graph_replay_keeps_the_tensors_it_writes_alive():
+    def adds_one_to(tensor):  # its own closure: `del counter` below leaves the tensor in it
+        return lambda: tensor.add_(1)
+
     counter = torch.zeros(1 << 20, device="cuda")
-    replay = cu.cuda_graph(lambda: counter.add_(1), warmup=1)  # the warm-up adds 1, the capture nothing
+    replay = cu.cuda_graph(adds_one_to(counter), warmup=1)  # the warm-up adds 1, the capture nothing
     alive = weakref.ref(counter)
     del counter
     gc.collect()
