@@ -68,12 +68,49 @@ def test_a_kernel_calling_helpers_computes_the_same(monkeypatch):
     assert all(sorted(o.flatten().tolist()) == list(range(o.numel())) for o in mine)
 
 
+def test_the_numpy_type_of_every_triton_type_is_triton_s():
+    import numpy as np
+    import triton.language as tl
+    import triton.runtime.interpreter as ti
+
+    installed = ti._get_np_dtype
+    assert getattr(installed, "course_utils_remembers", False), "not installed although Triton runs in its interpreter"
+    triton_s = installed.course_utils_original
+    scalars = [t for t in vars(tl).values() if isinstance(t, tl.dtype) and not isinstance(t, tl.pointer_type)]
+    known = [t for t in scalars if _answer(triton_s, t) is not None]
+    assert {tl.float32, tl.bfloat16, tl.int1, tl.float8e4nv} <= set(known)
+    types = [*scalars, *(tl.pointer_type(t) for t in known), *(tl.block_type(t, [4, 8]) for t in known),
+             *(tl.block_type(tl.pointer_type(t), [16]) for t in known)]
+    for _ in range(2):  # the first answer, then the remembered one
+        for t in types:
+            assert _answer(installed, t) == _answer(triton_s, t), t
+    assert installed(tl.block_type(tl.bfloat16, [2])) == np.dtype(np.uint16)
+
+    class Unhashable(tl.dtype):
+        __hash__ = None
+
+    for function in (installed, triton_s):  # not remembered: Triton's own error
+        with pytest.raises(TypeError, match="unhashable"):
+            function(Unhashable("fp32"))
+
+
+def _answer(function, t):
+    try:
+        return function(t)
+    except KeyError:  # a type the interpreter has no NumPy type for: the same error either way
+        return None
+
+
 def test_another_triton_is_left_alone():
     def other(pkg, builder, scope):  # not the loop over inspect.getmembers this module knows
         return None
 
-    module = types.SimpleNamespace(_patch_builtin=other, _patch_attr=lambda *a: None, tl=None)
+    def dtypes(tt_dtype):  # not the table this module knows
+        return None
+
+    module = types.SimpleNamespace(_patch_builtin=other, _patch_attr=lambda *a: None, tl=None, _get_np_dtype=dtypes)
     assert fast_interpreter.patch(module) is False and module._patch_builtin is other
+    assert module._get_np_dtype is dtypes
 
 
 def test_installed_when_triton_is_imported_after_course_utils():
