@@ -94,6 +94,42 @@ def test_the_numpy_type_of_every_triton_type_is_triton_s():
             function(Unhashable("fp32"))
 
 
+def test_integer_arithmetic_computes_the_same_without_a_check_that_asserts_nothing(monkeypatch):
+    import dataclasses
+
+    import triton
+    import triton.language as tl
+    import triton.runtime.interpreter as ti
+    from lessons.nb07_matmul import tile_order_kernel
+
+    @triton.jit
+    def wrap_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0)
+        tl.store(out_ptr + offs, x * 65537 + 2_000_000_000 - offs, mask=offs < n)  # int32 overflows, wraps
+
+    def run():
+        order = torch.full((7, 5), -1, dtype=torch.int32)
+        tile_order_kernel[(35,)](order, 7, 5, GROUP_M=3)
+        x = torch.arange(-40000, 40000, 997, dtype=torch.int32)
+        out = torch.empty_like(x)
+        wrap_kernel[(1,)](x, out, x.numel(), BLOCK=128)
+        return order, out
+
+    semantic = ti.interpreter_semantic
+    installed = semantic.binary_op_sanitize_overflow_impl
+    assert hasattr(installed, "course_utils_original"), "not installed although Triton runs in its interpreter"
+    mine = run()
+    monkeypatch.setattr(semantic, "binary_op_sanitize_overflow_impl", installed.course_utils_original)
+    triton_s = run()
+    assert all(torch.equal(a, b) for a, b in zip(mine, triton_s))
+    assert sorted(mine[0].flatten().tolist()) == list(range(35))
+    monkeypatch.setattr(semantic, "binary_op_sanitize_overflow_impl", installed)
+    monkeypatch.setattr(semantic.builder, "options", dataclasses.replace(semantic.builder.options, debug=True))
+    with pytest.raises(Exception, match="int32 overflow detected for operation mul"):  # under debug it checks
+        run()
+
+
 def _answer(function, t):
     try:
         return function(t)
