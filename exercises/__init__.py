@@ -105,7 +105,8 @@ def guarded_tensor(shape: Sequence[int], dtype: torch.dtype = torch.float32, lay
     # drawn where they are used, so that on a GPU no case waits for the CPU to draw and copy millions of values
     gen = torch.Generator(DEVICE).manual_seed(seed)
     pad = 4096 + 64 * (max(shape) if len(shape) > 1 else 0)  # a block, or 64 rows of a tile, in any layout
-    base = guard((scale * torch.randn(base_shape, generator=gen, device=DEVICE)).to(dtype=dtype), pad=pad)
+    values = torch.randn(base_shape, generator=gen, device=DEVICE)
+    base = guard((values if scale == 1.0 else scale * values).to(dtype=dtype), pad=pad)  # 1.0 * x is x: no pass
     view = (base.t() if layout == "transposed" else base[..., ::2] if layout == "strided" else base[:, :shape[1]]
             if layout == "sliced" else base[1:].view(shape) if layout == "offset" else base)
     view._course_guard = base._course_guard  # the grader checks the guards after the learner's call
