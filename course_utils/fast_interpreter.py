@@ -21,6 +21,10 @@ casts to int64, the operation again, two comparisons, an ``&``) only to hand the
 does nothing unless the options say ``debug``, and the interpreter's never do: `install` skips that check while they
 do not (a kernel computes the same, and raises the same). The tile order again: 20 s -> 11.5 s.
 
+Each patch also looked for ``triton.language`` among all the globals of the kernel's module with ``inspect.ismodule``
+and a list's ``in``; `install` finds it by identity (the same modules, in the same order), where Triton's
+``_patch_lang`` is the function this module knows, word for word.
+
 `course_utils.device` calls `install` when Triton runs in its interpreter; it takes effect when Triton's
 interpreter module is imported (``import course_utils`` still does not import Triton). A Triton whose
 ``_patch_builtin`` is not the function described above is left as it is.
@@ -61,10 +65,11 @@ def _remembering(interpreter: Any) -> Any:
                     scan(each, _names_marker(each))
         marker = _names_marker(pkg)
         entry = known.get(id(pkg))
+        is_builtin, patch_attr = tl.core.is_builtin, interpreter._patch_attr  # looked up once a patch, not once a name
         for name in entry[1] if entry is not None and entry[0] == marker else scan(pkg, marker):
             member = getattr(pkg, name, None)
-            if tl.core.is_builtin(member):  # what Triton's search patches: the builtins of this moment
-                interpreter._patch_attr(pkg, name, member, builder, scope)
+            if is_builtin(member):  # what Triton's search patches: the builtins of this moment
+                patch_attr(pkg, name, member, builder, scope)
 
     _patch_builtin.course_utils_remembers = True
     return _patch_builtin
@@ -124,6 +129,49 @@ def _expected_overflow_check(semantic: Any) -> bool:
             and getattr(getattr(semantic, "builder", None), "options", None) is not None)
 
 
+#: Triton's ``_patch_lang`` (3.7), word for word: `_patch_lang` replaces only this one.
+_PATCH_LANG_SOURCE = '''def _patch_lang(fn):
+    scope = _LangPatchScope()
+    langs = [value for _, value in fn.__globals__.items() if inspect.ismodule(value) and value in [tl, tl.core]]
+    assert len(langs) >= 1, "triton.language must be visible from within jit'd function"
+    for lang in langs:
+        _patch_builtin(lang, interpreter_builder, scope)
+        _patch_builtin(lang.tensor, interpreter_builder, scope)
+        if lang == tl:
+            _patch_builtin(lang.math, interpreter_builder, scope)
+        _patch_lang_tensor(lang.tensor, scope)
+        _patch_lang_core(lang, scope)
+    _patch_builtin(tl.core.tensor_descriptor_base, interpreter_builder, scope)
+    return scope
+'''
+
+
+def _patch_lang(interpreter: Any) -> Any:
+    def _patch_lang(fn):  # Triton's, with the modules of fn's globals found by identity
+        ti, tl = interpreter, interpreter.tl
+        scope = ti._LangPatchScope()
+        langs = [value for value in fn.__globals__.values() if value is tl or value is tl.core]
+        assert len(langs) >= 1, "triton.language must be visible from within jit'd function"
+        for lang in langs:
+            ti._patch_builtin(lang, ti.interpreter_builder, scope)
+            ti._patch_builtin(lang.tensor, ti.interpreter_builder, scope)
+            if lang == tl:
+                ti._patch_builtin(lang.math, ti.interpreter_builder, scope)
+            ti._patch_lang_tensor(lang.tensor, scope)
+            ti._patch_lang_core(lang, scope)
+        ti._patch_builtin(tl.core.tensor_descriptor_base, ti.interpreter_builder, scope)
+        return scope
+
+    return _patch_lang
+
+
+def _expected_patch_lang(function: Any) -> bool:
+    try:
+        return inspect.getsource(function) == _PATCH_LANG_SOURCE
+    except (OSError, TypeError):
+        return False
+
+
 def _expected(function: Any) -> bool:
     """Whether ``function`` is the ``_patch_builtin`` this module knows: a loop over ``inspect.getmembers(pkg)``
     calling ``_patch_attr`` on the members that ``is_builtin``."""
@@ -135,14 +183,19 @@ def _expected(function: Any) -> bool:
 def patch(interpreter: Any) -> bool:
     """Replace ``interpreter._patch_builtin`` (``interpreter`` is the module ``triton.runtime.interpreter``) with the
     version that remembers the builtins' names, ``interpreter._get_np_dtype`` with one that remembers its answers, and
-    the overflow check of ``interpreter.interpreter_semantic`` with one that runs only under ``debug`` (where each is
-    the function this module knows); True if the first is in place (now or before)."""
+    the overflow check of ``interpreter.interpreter_semantic`` with one that runs only under ``debug``, and
+    ``interpreter._patch_lang`` with one that finds ``triton.language`` by identity (where each is the function this
+    module knows); True if the first is in place (now or before)."""
     types_ = getattr(interpreter, "_get_np_dtype", None)
     if not getattr(types_, "course_utils_remembers", False) and _expected_dtypes(types_):
         interpreter._get_np_dtype = _remembering_dtypes(types_)
     semantic = getattr(interpreter, "interpreter_semantic", None)
     if semantic is not None and _expected_overflow_check(semantic):
         semantic.binary_op_sanitize_overflow_impl = _unchecked_overflow(semantic)
+    patch_lang = getattr(interpreter, "_patch_lang", None)
+    if not hasattr(patch_lang, "course_utils_original") and _expected_patch_lang(patch_lang):
+        interpreter._patch_lang = _patch_lang(interpreter)
+        interpreter._patch_lang.course_utils_original = patch_lang
     current = getattr(interpreter, "_patch_builtin", None)
     if getattr(current, "course_utils_remembers", False):
         return True

@@ -137,6 +137,31 @@ def _answer(function, t):
         return None
 
 
+def test_a_patch_of_the_language_changes_what_triton_s_changes():
+    import triton.runtime.interpreter as ti
+    from lessons.nb07_matmul import tile_coords, tile_order_kernel
+
+    installed = ti._patch_lang
+    assert hasattr(installed, "course_utils_original"), "not installed although Triton runs in its interpreter"
+
+    def changes(patch_lang, fn) -> list:
+        scope = patch_lang(fn)
+        try:
+            return [(id(obj), name) for obj, name, _ in scope._changes]
+        finally:
+            scope.restore()
+
+    for fn in (tile_order_kernel.fn, tile_coords.fn):
+        assert changes(installed, fn) == changes(installed.course_utils_original, fn) != [], fn.__name__
+    outer = installed(tile_order_kernel.fn)  # as while a kernel runs, when it calls a helper
+    try:
+        assert changes(installed, tile_coords.fn) == changes(installed.course_utils_original, tile_coords.fn)
+    finally:
+        outer.restore()
+    with pytest.raises(AssertionError, match="triton.language must be visible"):
+        installed(types.FunctionType((lambda: None).__code__, {}))
+
+
 def test_another_triton_is_left_alone():
     def other(pkg, builder, scope):  # not the loop over inspect.getmembers this module knows
         return None
@@ -144,9 +169,13 @@ def test_another_triton_is_left_alone():
     def dtypes(tt_dtype):  # not the table this module knows
         return None
 
-    module = types.SimpleNamespace(_patch_builtin=other, _patch_attr=lambda *a: None, tl=None, _get_np_dtype=dtypes)
+    def patch_lang(fn):  # not Triton's, word for word
+        return None
+
+    module = types.SimpleNamespace(_patch_builtin=other, _patch_attr=lambda *a: None, tl=None, _get_np_dtype=dtypes,
+                                   _patch_lang=patch_lang)
     assert fast_interpreter.patch(module) is False and module._patch_builtin is other
-    assert module._get_np_dtype is dtypes
+    assert module._get_np_dtype is dtypes and module._patch_lang is patch_lang
 
 
 def test_installed_when_triton_is_imported_after_course_utils():
