@@ -20,8 +20,8 @@ import sys
 
 import torch
 import torch.nn.functional as F
-from course_utils.timing import MODES
 
+from course_utils.timing import MODES
 from lessons.nb12_lora import LORA_DTYPES, lora_eager, lora_linear, lora_linear_trainable
 from lessons.nb12_peft import fuse_lora, peft_linear
 

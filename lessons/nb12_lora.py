@@ -429,16 +429,16 @@ def persistent_tuned():
                      prune_configs_by={"early_config_prune": prune_epilogues}) if configs else None
 
 
-#: Outputs below which the autotuner times nothing: fewer than 64 tiles of 128 x 256 fill under half the SMs of
-#: an H100 in one wave, whatever the config (the correctness checks' shapes; an LLM layer has hundreds of tiles).
+#: Outputs below which the autotuner gets one config: fewer than 64 tiles of 128 x 256 run in one partial wave
+#: on an H100 (132 SMs) whatever the config (the correctness checks' shapes; an LLM layer has hundreds of tiles).
 SMALL_OUTPUT = 64 * 128 * 256
 
 
 def prune_epilogues(configs, named_args, **kwargs):
     """Rank-1 updates only where they apply: an adapter whose x A^T comes from memory (not computed in the K loop).
     Elsewhere the two epilogues are one kernel: time it once. An output of fewer than SMALL_OUTPUT elements
-    (M x N, from named_args) takes the first config left, untimed: each new shape would otherwise compile every
-    config for a kernel that runs one partial wave."""
+    (M x N, from named_args) takes the first config left, with nothing to compare: each new shape would otherwise
+    compile and time every config for a kernel that runs one partial wave."""
     if not configs or not all(isinstance(c, triton.Config) for c in configs):
         raise ValueError("configs must be a non-empty list of triton.Config")
     if not isinstance(named_args, dict):
