@@ -385,19 +385,24 @@ def lora_blocked_kernel(x_ptr, w_ptr, xa_ptr, up_ptr, bias_ptr, out_ptr, pre_ptr
     store_tile(out_ptr, acc, M, N, N, 1, pid_m, pid_n, BLOCK_M, BLOCK_N)  # notebook 07's masked store
 
 
-# Tuning. Persistent: notebook 14's pipelined tiles that the probe keeps on this GPU (its warp-specialized ones do
-# not compile with the epilogue's second dot: Triton's warp specializer takes one dot per tile loop). Blocked:
-# notebook 07's tiles and pruning. On a CPU one small tile each, so that the interpreter runs little.
+# Tuning. Persistent: notebook 14's tiles that the probe keeps on this GPU. Blocked: notebook 07's tiles and pruning.
+# On a CPU one small tile each, so that the interpreter runs little.
 # The 128x256 and 256x128 tiles of notebook 14's pipelined configs, and 128x256 with two epilogue subtiles on 3
 # stages. Its 128x128 tiles are left out: at the LLM shapes of section 3 they lost to these in every variant.
+# One warp-specialized tile: a producer warp issues the TMA loads while two consumer warp groups (8 warps) run the
+# dots and the epilogue, so one tile's epilogue overlaps the loads of the next. Triton 3.6 specializes such a loop
+# only with one dot in it (not with x A^T in the loop) and, at 4 warps, not with the epilogue's dot either.
 LORA_TILES = cu.pick_size([(128, 256, 64, 3, 8, 1, False), (128, 256, 64, 3, 8, 2, False),
-                           (128, 256, 64, 4, 8, 2, False), (256, 128, 64, 3, 8, 2, False)],
+                           (128, 256, 64, 4, 8, 2, False), (256, 128, 64, 3, 8, 2, False),
+                           (128, 256, 64, 3, 8, 1, True)],
                           [t for t in CPU_TILES if not t[6]])
 #: (tile, RANK_FMA): how the epilogue adds s (x A^T) B^T, by a second tensor-core dot (False) or by rank-1 updates
-#: on the CUDA cores (True). The GPU's autotuner times both with each tile, but the 4-stage tile only with the
-#: updates: the dot's operands need shared memory that its four stages leave no room for. The CPU's interpreter
-#: runs the dot (the tests run both).
-LORA_CONFIGS = cu.pick_size([(t, fma) for t in LORA_TILES for fma in (False, True) if fma or t[3] < 4],
+#: on the CUDA cores (True). The GPU's autotuner times both with each pipelined tile, but the 4-stage tile only with
+#: the updates (the dot's operands need shared memory that its four stages leave no room for) and the
+#: warp-specialized tile only with the dot (its epilogue is hidden behind the next tile's loads). The CPU's
+#: interpreter runs the dot (the tests run both).
+LORA_CONFIGS = cu.pick_size([(t, fma) for t in LORA_TILES for fma in (False, True)
+                             if (fma and not t[6]) or (not fma and t[3] < 4)],
                             [(t, False) for t in LORA_TILES])
 _KEY = ["M", "N", "K", "BLOCK_R", "HAS_ADAPTER", "HAS_BIAS", "STORE_PRE", "ACTIVATION"]
 
@@ -436,19 +441,37 @@ SMALL_OUTPUT = 64 * 128 * 256
 
 def prune_epilogues(configs, named_args, **kwargs):
     """Rank-1 updates only where they apply: an adapter whose x A^T comes from memory (not computed in the K loop).
-    Elsewhere the two epilogues are one kernel: time it once. An output of fewer than SMALL_OUTPUT elements
+    Elsewhere the two epilogues are one kernel: time it once. No warp-specialized config with x A^T in the K loop
+    (two dots in the loop: Triton 3.6's warp specializer fails to compile it). An output of fewer than SMALL_OUTPUT elements
     (M x N, from named_args) takes the first config left, with nothing to compare: each new shape would otherwise
-    compile and time every config for a kernel that runs one partial wave."""
+    compile and time every config for a kernel that runs one partial wave, and a config that needs more shared memory
+    than the GPU has would fail there instead of being passed over."""
     if not configs or not all(isinstance(c, triton.Config) for c in configs):
         raise ValueError("configs must be a non-empty list of triton.Config")
     if not isinstance(named_args, dict):
         raise TypeError(f"named_args must be the kernel's arguments by name (a dict), got {type(named_args).__name__}")
     fma_applies = kwargs.get("HAS_ADAPTER", True) and not kwargs.get("XA_IN_LOOP", False)
-    kept = [c for c in configs if fma_applies or not c.kwargs.get("RANK_FMA", False)] or configs[:1]
+    kept = [c for c in configs if (fma_applies or not c.kwargs.get("RANK_FMA", False))
+            and not (kwargs.get("XA_IN_LOOP", False) and c.kwargs.get("WARP_SPECIALIZE", False))] or configs[:1]
     size = {**named_args, **kwargs}
     if isinstance(size.get("M"), int) and isinstance(size.get("N"), int) and size["M"] * size["N"] < SMALL_OUTPUT:
-        return kept[:1]
+        # the one that needs the least shared memory: a rank of up to 128 must fit with no autotuner to fall back on
+        return [min(kept, key=lambda c: shared_elements(c, size.get("BLOCK_R", 16), size.get("XA_IN_LOOP", False),
+                                                        size.get("HAS_ADAPTER", True)))]
     return kept
+
+
+def shared_elements(config: triton.Config, block_r: int, xa_in_loop: bool, has_adapter: bool = True) -> int:
+    """Shared-memory elements a persistent config holds, roughly: its stages of x and W tiles (and A tiles with
+    x A^T in the loop), the output tile (or subtile) the TMA store reads, and the epilogue dot's operands."""
+    if not isinstance(config, triton.Config) or not {"BLOCK_M", "BLOCK_N", "BLOCK_K"} <= set(config.kwargs):
+        raise TypeError(f"config must be a triton.Config with BLOCK_M, BLOCK_N and BLOCK_K, got {config!r:.80}")
+    block_r = cu.require_block_size("block_r", block_r, at_least=16, at_most=MAX_RANK)
+    k = config.kwargs
+    bm, bn, bk = k["BLOCK_M"], k["BLOCK_N"], k["BLOCK_K"]
+    loop = config.num_stages * (bm + bn + (block_r if xa_in_loop else 0)) * bk
+    dot_operands = (bm + bn) * block_r if has_adapter and (xa_in_loop or not k.get("RANK_FMA", False)) else 0
+    return loop + bm * bn // k.get("SUBTILES", 1) + dot_operands
 
 
 def _autotune(configs, key, kernel, **kwargs):
