@@ -442,10 +442,10 @@ SMALL_OUTPUT = 64 * 128 * 256
 def prune_epilogues(configs, named_args, **kwargs):
     """Rank-1 updates only where they apply: an adapter whose x A^T comes from memory (not computed in the K loop).
     Elsewhere the two epilogues are one kernel: time it once. No warp-specialized config with x A^T in the K loop
-    (two dots in the loop: Triton 3.6's warp specializer fails to compile it). An output of fewer than SMALL_OUTPUT elements
-    (M x N, from named_args) takes the first config left, with nothing to compare: each new shape would otherwise
-    compile and time every config for a kernel that runs one partial wave, and a config that needs more shared memory
-    than the GPU has would fail there instead of being passed over."""
+    (two dots in the loop: Triton 3.6's warp specializer fails to compile it). An output of fewer than SMALL_OUTPUT
+    elements (M x N, from named_args) takes the one config left that needs the least shared memory, untimed: each new
+    shape would otherwise compile and time every config for a kernel that runs one partial wave; and with one config
+    there is no autotuner to pass over one that needs more shared memory than the GPU has."""
     if not configs or not all(isinstance(c, triton.Config) for c in configs):
         raise ValueError("configs must be a non-empty list of triton.Config")
     if not isinstance(named_args, dict):
