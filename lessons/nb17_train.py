@@ -7,7 +7,8 @@ process that sees every rank's batch. Then the GPT-like model (GPTConfig(): abou
 CPU), each way on the same per-GPU batch: the step time (the slowest rank's), the memory that parameters, gradients
 and optimizer state hold per GPU, the step's peak; rank 0 records a profiler trace of a few steps of some of them.
 ``--check-only`` stops after the gradients; ``--skip-check`` leaves them out; ``--variants NAME ...`` times only those
-ways (names of VARIANTS; default: all). Rank 0 writes the JSON and the traces beside it.
+ways (names of VARIANTS; default: all); ``--batch N``: N sequences per GPU (default: the config's). Rank 0 writes the
+JSON and the traces beside it.
 
     torchrun --standalone --nproc-per-node 4 -m lessons.nb17_train --out .cache/nb17b/4/train.json --skip-check \\
         --variants "1 GPU (no communication)" FSDP2
@@ -22,6 +23,7 @@ import json
 import re
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -215,9 +217,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--skip-check", action="store_true", help="time the ways without comparing the gradients")
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), metavar="NAME",
                         help="the ways to time, names of VARIANTS (default: all): " + "; ".join(VARIANTS))
+    parser.add_argument("--batch", type=int, metavar="N",
+                        help="sequences per GPU (default: GPTConfig's on GPUs, the tiny model's on a CPU)")
     args = parser.parse_args(argv)
     if args.check_only and args.skip_check:
         parser.error("--check-only and --skip-check exclude each other")
+    if args.batch is not None and args.batch < 1:
+        parser.error(f"--batch must be >= 1, got {args.batch}")
     args.variants = [name for name in VARIANTS if name in (args.variants or VARIANTS)]
     return args
 
@@ -234,6 +240,7 @@ def main() -> None:
         result["gradient check"] = gradient_check(device, rank, world)
     if not args.check_only:
         cfg = GPTConfig() if cuda else TINY
+        cfg = replace(cfg, batch=args.batch or cfg.batch)
         result.update(config=vars(cfg), params=cfg.params(), bytes_per_param=4, rows=[
             measure(name, cfg, device, rank, world, args.out.parent)
             for name in args.variants if cuda or "ctas" not in VARIANTS[name][1]])

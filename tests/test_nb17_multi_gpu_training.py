@@ -101,6 +101,7 @@ def test_train_script_times_only_the_ways_asked_for(capsys):
 
     default = parse_args(["--out", "t.json"])
     assert default.variants == list(VARIANTS) and not default.skip_check and not default.check_only
+    assert default.batch is None and parse_args(["--out", "t.json", "--batch", "24"]).batch == 24
     chosen = parse_args(["--out", "t.json", "--skip-check", "--variants", "FSDP2", "1 GPU (no communication)",
                          "FSDP2"])
     assert chosen.variants == ["1 GPU (no communication)", "FSDP2"] and chosen.skip_check  # VARIANTS' order, once
@@ -108,7 +109,8 @@ def test_train_script_times_only_the_ways_asked_for(capsys):
     assert {"1 GPU (no communication)", "torch DDP, default (25 MB buckets)", "torch DDP, one bucket",
             "FSDP2"} <= set(PROFILED) <= set(VARIANTS)
     for bad, words in ((["--variants", "torch DDP"], "invalid choice: 'torch DDP'"),
-                       (["--check-only", "--skip-check"], "exclude each other")):
+                       (["--check-only", "--skip-check"], "exclude each other"),
+                       (["--batch", "0"], "--batch must be >= 1, got 0"), (["--batch", "2.5"], "invalid int value")):
         with pytest.raises(SystemExit):
             parse_args(["--out", "t.json", *bad])
         assert words in capsys.readouterr().err
