@@ -29,6 +29,9 @@ from course_utils.scripts import PROJECT_DIR, ScriptRun, run_python
 #: NVLink multicast (NVLS) stays off in every process: on a shared multi-GPU host it can take GPUs out of service.
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+#: Sequences per GPU that the notebooks train on GPUs: this eager model's host work per step (Python, hundreds of
+#: launches) does not grow with the batch, its GPU work does; at 24 the host stays ahead, at 8 it barely keeps up.
+GPU_BATCH = 24
 
 
 # ---- the bus bandwidth ----------------------------------------------------------------------------------------
