@@ -83,10 +83,13 @@ def test_launcher_reports_each_ranks_error_and_a_timeout():
 
 
 def test_from_scratch_data_parallelism_gives_one_process_gradients(tmp_path):
-    """2 gloo processes under torchrun: every way's gradients equal those of one process that saw both batches."""
-    result = L.torchrun("lessons.nb17_train", "--check-only", nproc=2, out=tmp_path / "check.json", timeout=240,
-                        cpu=True)
+    """2 gloo processes under torchrun: every way's gradients equal those of one process that saw both batches; the
+    same launch times one way at the batch --batch asks for (the notebooks pass GPU_BATCH on GPUs)."""
+    result = L.torchrun("lessons.nb17_train", "--batch", "3", "--variants", "1 GPU (no communication)", nproc=2,
+                        out=tmp_path / "check.json", timeout=240, cpu=True)
     assert result["world"] == 2 and result["backend"] == "gloo"
+    assert result["config"]["batch"] == 3 and [r["variant"] for r in result["rows"]] == ["1 GPU (no communication)"]
+    assert result["rows"][0]["step ms"] > 0
     errors = result["gradient check"]
     assert set(errors) == {"no all-reduce (a control: each rank its own gradient)", "(a) all-reduce each gradient",
                            "(b) one flat all-reduce", "(c) buckets from hooks", "torch DDP"}
